@@ -1,0 +1,43 @@
+// Batch metadata: which samples a batch holds and where it came from. It
+// travels as a msgpack map inside a uint8 tensor whose info is "meta", after
+// the batch's other tensors, so any tenbin reader can carry it along and a
+// Python reader decodes it with msgpack.unpackb():
+//   {"keys": [str...], "shards": [str...], "server": str, "seq": uint}
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tensorcom/tensor.h"
+
+namespace tensorcom {
+
+inline constexpr std::string_view kMetadataInfo = "meta";
+
+struct BatchMetadata {
+  std::vector<std::string> keys;    // sample keys, in batch order
+  std::vector<std::string> shards;  // the shard each sample came from, same order
+  std::string server;               // the id of the server that made the batch
+  std::uint64_t sequence = 0;       // the batch's number in that server's stream
+
+  bool operator==(const BatchMetadata&) const = default;
+};
+
+// msgpack bytes of the map above.
+[[nodiscard]] std::vector<std::byte> encode_metadata(const BatchMetadata& metadata);
+// Decodes what encode_metadata wrote; keys it does not know are skipped.
+// Throws FormatError for anything that is not such a map, including trailing
+// bytes and nesting or sizes beyond what metadata needs.
+[[nodiscard]] BatchMetadata decode_metadata(std::span<const std::byte> bytes);
+
+// The metadata as a uint8 tensor of shape (n,) with info "meta".
+[[nodiscard]] Tensor metadata_tensor(const BatchMetadata& metadata);
+// Decodes the last tensor whose info is "meta", if the list has one.
+// Throws FormatError if that tensor is not valid metadata.
+[[nodiscard]] std::optional<BatchMetadata> find_metadata(std::span<const Tensor> tensors);
+
+}  // namespace tensorcom

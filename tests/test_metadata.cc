@@ -1,0 +1,70 @@
+// Batch metadata as msgpack, and its hostile-input decoding.
+#include <doctest/doctest.h>
+
+#include "tensorcom/metadata.h"
+
+using namespace tensorcom;
+
+namespace {
+
+std::vector<std::byte> bytes_of(std::initializer_list<int> values) {
+  std::vector<std::byte> out;
+  for (int v : values) out.push_back(static_cast<std::byte>(v));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("metadata round trip") {
+  BatchMetadata meta{{"n01440764_10026", "n01440764_10027"}, {"train-000.tar", "train-001.tar"}, "host:1", 77};
+  SUBCASE("bytes") { CHECK(decode_metadata(encode_metadata(meta)) == meta); }
+  SUBCASE("as the 'meta' tensor of a batch") {
+    Tensor t = metadata_tensor(meta);
+    CHECK(t.info() == "meta");
+    CHECK(t.dtype() == DType::kUInt8);
+    TensorList batch{Tensor::zeros(DType::kUInt8, {2, 4, 4, 3}), Tensor::zeros(DType::kInt32, {2}), t};
+    auto found = find_metadata(batch);
+    REQUIRE(found.has_value());
+    CHECK(*found == meta);
+    batch.pop_back();
+    CHECK_FALSE(find_metadata(batch).has_value());
+  }
+  SUBCASE("the encoding is a plain msgpack map") {
+    BatchMetadata small{{}, {}, "", 5};
+    // fixmap(4) "keys" [] "shards" [] "server" "" "seq" 5
+    auto expected = bytes_of({0x84, 0xa4, 'k', 'e', 'y', 's', 0x90, 0xa6, 's', 'h', 'a', 'r', 'd', 's', 0x90, 0xa6, 's',
+                              'e', 'r', 'v', 'e', 'r', 0xa0, 0xa3, 's', 'e', 'q', 0x05});
+    CHECK(encode_metadata(small) == expected);
+  }
+  SUBCASE("unknown keys are skipped") {
+    // {"seq": 3, "extra": 1}
+    auto bytes = bytes_of({0x82, 0xa3, 's', 'e', 'q', 0x03, 0xa5, 'e', 'x', 't', 'r', 'a', 0x01});
+    CHECK(decode_metadata(bytes).sequence == 3);
+  }
+}
+
+TEST_CASE("hostile metadata") {
+  SUBCASE("not a map") {
+    CHECK_THROWS_WITH_AS((void)decode_metadata(bytes_of({0x91, 0x01})), doctest::Contains("not a map"), FormatError);
+  }
+  SUBCASE("truncated") {
+    CHECK_THROWS_WITH_AS((void)decode_metadata(bytes_of({0x81, 0xa3, 's', 'e'})), doctest::Contains("not valid msgpack"),
+                         FormatError);
+  }
+  SUBCASE("trailing bytes") {
+    CHECK_THROWS_WITH_AS((void)decode_metadata(bytes_of({0x80, 0x00})), doctest::Contains("1 trailing bytes"),
+                         FormatError);
+  }
+  SUBCASE("wrong field types") {
+    CHECK_THROWS_WITH_AS((void)decode_metadata(bytes_of({0x81, 0xa3, 's', 'e', 'q', 0xff})),
+                         doctest::Contains("'seq' is not an unsigned integer"), FormatError);
+    CHECK_THROWS_WITH_AS((void)decode_metadata(bytes_of({0x81, 0xa4, 'k', 'e', 'y', 's', 0x91, 0x01})),
+                         doctest::Contains("'keys' holds a non-string"), FormatError);
+  }
+  SUBCASE("an array claiming four billion items allocates nothing") {
+    CHECK_THROWS_AS((void)decode_metadata(bytes_of({0xdd, 0xff, 0xff, 0xff, 0xff})), FormatError);
+  }
+  SUBCASE("deep nesting") {
+    CHECK_THROWS_AS((void)decode_metadata(bytes_of({0x91, 0x91, 0x91, 0x91, 0x91, 0x90})), FormatError);
+  }
+}
