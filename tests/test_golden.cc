@@ -107,7 +107,9 @@ const std::vector<std::pair<std::string, std::vector<Expected>>>& golden_cases()
 }  // namespace
 
 TEST_CASE("golden files decode to the generated values and re-encode byte for byte") {
-  for (const auto& [name, expected] : golden_cases()) {
+  for (const auto& golden_case : golden_cases()) {
+    const std::string& name = golden_case.first;
+    const auto& expected = golden_case.second;
     CAPTURE(name);
     fs::path path = golden_dir() / name;
     TensorList list = read_ten(path);

@@ -4,9 +4,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <stdexcept>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <stdlib.h>
 
 namespace tensorcom::testing {
 
@@ -20,5 +24,18 @@ inline void put_text(std::vector<std::byte>& bytes, std::size_t offset, const ch
   std::memset(bytes.data() + offset, 0, 8);
   std::memcpy(bytes.data() + offset, text, std::strlen(text));
 }
+
+// A fresh directory under the system's temp dir, removed with its contents.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "tensorcom-test-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path = pattern;
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
 
 }  // namespace tensorcom::testing

@@ -5,22 +5,13 @@
 #include <unistd.h>
 
 #include "tensorcom/ten_file.h"
+#include "test_support.h"
 
 using namespace tensorcom;
 namespace fs = std::filesystem;
+using tensorcom::testing::TempDir;
 
 namespace {
-
-// A fresh directory under the system's temp dir, removed at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "tensorcom-test-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 TensorList batch(std::int64_t size, std::uint8_t fill) {
   Tensor images = Tensor::allocate(DType::kUInt8, {size, 4, 4, 3});

@@ -55,7 +55,7 @@ TensorList read_ten(const std::filesystem::path& path, const DecodeLimits& limit
   try {
     return decode_buffer(file->bytes(), file, limits);
   } catch (const FormatError& e) {
-    throw FormatError(path.string() + ": " + e.what(), e.offset());
+    throw FormatError(path.string() + ": " + e.message(), e.offset());
   }
 }
 
@@ -102,7 +102,7 @@ std::vector<TensorList> read_ten_lists(const std::filesystem::path& path, std::s
   try {
     return split_lists(std::move(all), length);
   } catch (const FormatError& e) {
-    throw FormatError(path.string() + ": " + e.what(), e.offset());
+    throw FormatError(path.string() + ": " + e.message(), e.offset());
   }
 }
 

@@ -73,7 +73,7 @@ Tensor make_view(std::size_t index, std::span<const std::byte> header, std::uint
   try {
     h = decode_header(header, header_offset, limits);
   } catch (const FormatError& e) {
-    throw FormatError(at_tensor(index) + e.what(), e.offset());
+    throw FormatError(at_tensor(index) + e.message(), e.offset());
   }
   if (data.size() < h.data_size) {
     throw FormatError(at_tensor(index) + "data payload is " + std::to_string(data.size()) + " bytes, shape " +

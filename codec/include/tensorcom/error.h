@@ -21,11 +21,14 @@ class Error : public std::runtime_error {
 // within the input that was being decoded.
 class FormatError : public Error {
  public:
-  FormatError(const std::string& what, std::uint64_t offset)
-      : Error(what + " (at byte " + std::to_string(offset) + ")"), offset_(offset) {}
+  FormatError(const std::string& message, std::uint64_t offset)
+      : Error(message + " (at byte " + std::to_string(offset) + ")"), message_(message), offset_(offset) {}
+  // what() without the offset, for adding context in front.
+  [[nodiscard]] const std::string& message() const noexcept { return message_; }
   [[nodiscard]] std::uint64_t offset() const noexcept { return offset_; }
 
  private:
+  std::string message_;
   std::uint64_t offset_;
 };
 
@@ -61,6 +64,13 @@ class TransportError : public Error {
 
  private:
   int code_;
+};
+
+// Every peer was silent past the timeout of an operation that cannot return
+// "nothing yet" (iterating a Connection); the message names the URLs.
+class TimeoutError : public TransportError {
+ public:
+  explicit TimeoutError(const std::string& what) : TransportError(what, 0) {}
 };
 
 // A feature that this build of tensorcom was configured without (CUDA, say).

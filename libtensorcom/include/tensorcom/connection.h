@@ -1,0 +1,143 @@
+// Connection: sends and receives batches (lists of tensors) over ZeroMQ,
+// addressed by tensorcom URLs (see url.h). Several URLs share one socket:
+// receives fair-queue across them, sends go round-robin (PUSH) or to every
+// subscriber (PUB).
+//
+//   tensorcom::Connection in({"zsub://127.0.0.1:7880"});
+//   for (tensorcom::TensorList& batch : in) train(batch[0], batch[1]);
+//
+// Received tensors are zero-copy views of the received message; sent tensors
+// are not copied: ZeroMQ reads their memory and releases their owners when it
+// is done. Thread safety: one thread at a time per Connection.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tensorcom/stats.h"
+#include "tensorcom/tenbin.h"
+#include "tensorcom/url.h"
+
+namespace tensorcom {
+
+enum class Framing {
+  kMultipart,     // two frames a tensor (the reference's default)
+  kSingleBuffer,  // one frame holding the .ten encoding of the batch
+};
+
+using Milliseconds = std::chrono::milliseconds;
+
+struct ConnectionOptions {
+  Framing framing = Framing::kMultipart;  // how send() frames; receiving detects either
+  int send_high_water_mark = 8;           // batches queued for sending, per peer
+  int receive_high_water_mark = 8;        // batches queued on receipt, per peer
+  std::optional<Milliseconds> timeout;    // how long iteration waits before TimeoutError (none: forever)
+  std::uint64_t epoch = 100000;           // batches per epoch: what size() reports
+  std::int64_t total = -1;                // iteration stops after this many batches (-1: never)
+  std::optional<std::string> topic;       // SUB subscription; overrides the URL's #fragment
+  Milliseconds heartbeat{0};              // ZMTP heartbeat interval (0: none)
+  Milliseconds heartbeat_timeout{0};      // peer dropped after this silence (0: 10 x heartbeat)
+  Milliseconds reconnect{100};            // first reconnect delay after a peer goes away
+  Milliseconds reconnect_max{2000};       // reconnect back-off limit
+  Milliseconds linger{2000};              // how long close waits to deliver queued batches
+  std::int64_t max_message_size = std::int64_t{2} << 30;  // larger messages are refused (-1: no limit)
+  DecodeLimits limits;                    // bounds on what a received header may declare
+  std::size_t stats_horizon = 1000;       // batches the recent rates cover
+  // Keep large receive buffers mapped between messages (see connection.cc):
+  // without it every batch is freshly mapped and faulted in.
+  bool reuse_receive_memory = true;
+};
+
+// Malformed messages seen by a receiving Connection, by kind.
+struct MalformedCounts {
+  std::map<std::string, std::uint64_t> by_kind;  // e.g. "odd frame count" -> 3
+  [[nodiscard]] std::uint64_t total() const noexcept;
+};
+
+class Connection {
+ public:
+  // Expands, parses and binds/connects every URL on one socket.
+  // Throws UrlError for a bad URL, TransportError if ZeroMQ refuses one.
+  explicit Connection(std::span<const std::string> urls, ConnectionOptions options = {});
+  Connection(std::initializer_list<std::string> urls, ConnectionOptions options = {});
+  Connection(Connection&&) noexcept;
+  Connection& operator=(Connection&&) noexcept;
+  ~Connection();
+
+  // Receives one batch. Waits at most timeout (none: forever); returns
+  // nothing if no valid batch came in time. Malformed messages are counted,
+  // reported once per kind on stderr, and skipped.
+  // Throws TransportError; REQUIRES a PULL or SUB connection.
+  [[nodiscard]] std::optional<TensorList> recv(std::optional<Milliseconds> timeout = std::nullopt);
+
+  // Sends one batch without copying tensor data; the tensors' owners are held
+  // until ZeroMQ has written them. Blocks while the high-water mark is
+  // reached (PUSH). Throws TransportError; REQUIRES a PUSH or PUB connection.
+  void send(std::span<const Tensor> batch);
+
+  // Sends every batch next() yields until it yields nothing; prints the
+  // reference's "count N rate ..." line to stderr every report batches
+  // (0: never). Returns the number of batches sent.
+  std::uint64_t serve(const std::function<std::optional<TensorList>()>& next, std::uint64_t report = 0);
+
+  // The endpoints as parsed, and for binding ones the address actually bound
+  // (a port 0 or * replaced by the port the system chose).
+  [[nodiscard]] const std::vector<Endpoint>& endpoints() const noexcept;
+  [[nodiscard]] std::vector<std::string> bound_addresses() const;
+  // The URLs, joined with ", ", for messages.
+  [[nodiscard]] std::string describe() const;
+
+  [[nodiscard]] const Statistics& stats() const noexcept;
+  [[nodiscard]] const MalformedCounts& malformed() const noexcept;
+  [[nodiscard]] const ConnectionOptions& options() const noexcept;
+  // Batches per epoch (options().epoch), for frameworks that want a length.
+  [[nodiscard]] std::uint64_t size() const noexcept;
+
+  // Range-for over received batches: stops after options().total batches;
+  // throws TimeoutError naming the URLs when every peer is silent past
+  // options().timeout.
+  class Iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = TensorList;
+    using difference_type = std::ptrdiff_t;
+    using pointer = TensorList*;
+    using reference = TensorList&;
+
+    Iterator() = default;
+    explicit Iterator(Connection* connection);
+    reference operator*() { return current_; }
+    pointer operator->() { return &current_; }
+    Iterator& operator++();
+    void operator++(int) { ++*this; }
+    bool operator==(const Iterator& other) const noexcept { return connection_ == other.connection_; }
+
+   private:
+    void fetch();
+    Connection* connection_ = nullptr;
+    TensorList current_;
+    std::int64_t received_ = 0;
+  };
+  [[nodiscard]] Iterator begin() { return Iterator(this); }
+  [[nodiscard]] Iterator end() { return Iterator(); }
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The batch size of a batch: the first dimension of its first tensor (1 for
+// a 0-d tensor, 0 for an empty list).
+[[nodiscard]] std::uint64_t batch_size(std::span<const Tensor> batch) noexcept;
+// Payload bytes of a batch.
+[[nodiscard]] std::uint64_t batch_bytes(std::span<const Tensor> batch) noexcept;
+
+}  // namespace tensorcom

@@ -1,0 +1,58 @@
+// Running statistics of a stream of batches, over the whole run and over a
+// horizon of recent batches, in the reference's words.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+
+namespace tensorcom {
+
+class Statistics {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // horizon: how many recent batches the recent rates cover.
+  explicit Statistics(std::size_t horizon = 1000) : horizon_(horizon) {}
+
+  // Records one batch of `samples` samples and `bytes` bytes, now.
+  void add(std::uint64_t samples, std::uint64_t bytes, Clock::time_point now = Clock::now());
+  void reset();
+
+  [[nodiscard]] std::uint64_t batches() const noexcept { return batches_; }
+  [[nodiscard]] std::uint64_t samples() const noexcept { return samples_; }
+  [[nodiscard]] std::uint64_t bytes() const noexcept { return bytes_; }
+  // Seconds from the first batch to the last.
+  [[nodiscard]] double seconds() const noexcept;
+
+  // Rates over the recent horizon (0 until two batches were seen).
+  [[nodiscard]] double recent_batches_per_second() const noexcept;
+  [[nodiscard]] double recent_samples_per_second() const noexcept;
+  [[nodiscard]] double recent_bytes_per_second() const noexcept;
+
+  // "rate 12.345678 msg/s throughput 4.62e+08 bytes/s samples 3160.5/s", as
+  // the reference prints it, with samples/s added.
+  [[nodiscard]] std::string summary() const;
+
+ private:
+  struct Entry {
+    Clock::time_point time;
+    std::uint64_t samples;
+    std::uint64_t bytes;
+  };
+  [[nodiscard]] double recent_span() const noexcept;
+
+  std::size_t horizon_;
+  std::deque<Entry> recent_;
+  std::uint64_t recent_samples_ = 0;
+  std::uint64_t recent_bytes_ = 0;
+  std::uint64_t batches_ = 0;
+  std::uint64_t samples_ = 0;
+  std::uint64_t bytes_ = 0;
+  Clock::time_point first_{};
+  Clock::time_point last_{};
+};
+
+}  // namespace tensorcom

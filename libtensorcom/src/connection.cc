@@ -1,0 +1,294 @@
+#include "tensorcom/connection.h"
+
+#include <zmq.hpp>
+
+#include <cstring>
+#include <iostream>
+#include <set>
+
+#include "socket_options.h"
+#include "tensorcom/brace.h"
+
+namespace tensorcom {
+
+std::uint64_t MalformedCounts::total() const noexcept {
+  std::uint64_t sum = 0;
+  for (const auto& [kind, count] : by_kind) sum += count;
+  return sum;
+}
+
+std::uint64_t batch_size(std::span<const Tensor> batch) noexcept {
+  if (batch.empty()) return 0;
+  return batch[0].ndim() == 0 ? 1 : static_cast<std::uint64_t>(batch[0].shape()[0]);
+}
+
+std::uint64_t batch_bytes(std::span<const Tensor> batch) noexcept {
+  std::uint64_t sum = 0;
+  for (const Tensor& t : batch) sum += t.nbytes();
+  return sum;
+}
+
+namespace {
+
+[[noreturn]] void throw_transport(const std::string& what, const zmq::error_t& e) {
+  throw TransportError(what + ": " + e.what(), e.num());
+}
+
+// Which kind of malformed message a decode error describes, for counting.
+std::string malformed_kind(const FormatError& e) {
+  std::string_view what = e.what();
+  for (std::string_view kind : {"odd frame count", "too large", "data payload", "bad magic", "chunk length",
+                                "chunk prefix", "odd chunk count", "more than"}) {
+    if (what.find(kind) != std::string_view::npos) return std::string(kind);
+  }
+  return "bad header";
+}
+
+// ZeroMQ's free callback for zero-copy frames: drops the tensor's owner.
+void release_owner(void* /*data*/, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }
+
+// A frame that ZeroMQ reads straight from the tensor's memory.
+zmq::message_t data_frame(const Tensor& tensor) {
+  if (tensor.nbytes() == 0) return zmq::message_t();
+  if (!tensor.owner()) {
+    // Nothing keeps the memory alive after send() returns: copy it.
+    return zmq::message_t(tensor.data(), tensor.nbytes());
+  }
+  auto* hint = new std::shared_ptr<const void>(tensor.owner());
+  return zmq::message_t(const_cast<std::byte*>(tensor.data()), tensor.nbytes(), release_owner, hint);
+}
+
+zmq::message_t header_frame(const Tensor& tensor) {
+  zmq::message_t frame(header_size(tensor));
+  write_header(tensor, {static_cast<std::byte*>(frame.data()), frame.size()});
+  return frame;
+}
+
+}  // namespace
+
+class Connection::Impl {
+ public:
+  Impl(std::span<const std::string> urls, ConnectionOptions options)
+      : options_(std::move(options)), endpoints_(parse_urls(urls)), stats_(options_.stats_horizon) {
+    const SocketKind kind = endpoints_.front().kind;
+    if (options_.reuse_receive_memory && receives()) detail::keep_large_buffers_mapped();
+    try {
+      socket_ = zmq::socket_t(context_, detail::zmq_type(kind));
+      detail::configure_socket(socket_, kind, options_);
+      if (kind == SocketKind::kSub) socket_.set(zmq::sockopt::subscribe, options_.topic.value_or(endpoints_[0].topic));
+    } catch (const zmq::error_t& e) {
+      throw_transport("cannot create a " + std::string(socket_kind_name(kind)) + " socket", e);
+    }
+    for (const Endpoint& endpoint : endpoints_) attach(endpoint);
+  }
+
+  bool receives() const noexcept {
+    SocketKind kind = endpoints_.front().kind;
+    return kind == SocketKind::kPull || kind == SocketKind::kSub;
+  }
+
+  std::optional<TensorList> recv(std::optional<Milliseconds> timeout) {
+    require(receives(), "recv");
+    const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
+    for (;;) {
+      if (!wait_readable(deadline)) return std::nullopt;
+      auto frames = receive_frames();
+      if (!frames) continue;
+      if (auto batch = decode(std::move(frames))) return batch;
+    }
+  }
+
+  void send(std::span<const Tensor> batch) {
+    require(!receives(), "send");
+    try {
+      if (options_.framing == Framing::kSingleBuffer) {
+        send_single(batch);
+      } else {
+        send_multipart(batch);
+      }
+    } catch (const zmq::error_t& e) {
+      throw_transport("send to " + describe() + " failed", e);
+    }
+    stats_.add(batch_size(batch), batch_bytes(batch));
+  }
+
+  std::string describe() const {
+    std::string out;
+    for (const Endpoint& endpoint : endpoints_) out += (out.empty() ? "" : ", ") + endpoint.url;
+    return out;
+  }
+
+  ConnectionOptions options_;
+  std::vector<Endpoint> endpoints_;
+  std::vector<std::string> bound_;
+  Statistics stats_;
+  MalformedCounts malformed_;
+
+ private:
+  void attach(const Endpoint& endpoint) {
+    try {
+      if (endpoint.bind) {
+        socket_.bind(endpoint.address);
+        bound_.push_back(socket_.get(zmq::sockopt::last_endpoint));
+      } else {
+        socket_.connect(endpoint.address);
+      }
+    } catch (const zmq::error_t& e) {
+      throw_transport(std::string(endpoint.bind ? "cannot bind " : "cannot connect ") + endpoint.url + " (" +
+                          endpoint.address + ")",
+                      e);
+    }
+  }
+
+  void require(bool ok, const char* operation) const {
+    if (!ok) {
+      throw TransportError(std::string(operation) + " is not possible on a " +
+                           std::string(socket_kind_name(endpoints_.front().kind)) + " connection (" + describe() + ")");
+    }
+  }
+
+  // Polls until a message can be read or the deadline passes.
+  bool wait_readable(std::chrono::steady_clock::time_point deadline) {
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    const bool forever = deadline == std::chrono::steady_clock::time_point::max();
+    for (;;) {
+      Milliseconds wait(-1);
+      if (!forever) {
+        auto left = deadline - std::chrono::steady_clock::now();
+        if (left <= left.zero()) return false;
+        wait = std::chrono::ceil<Milliseconds>(left);
+      }
+      try {
+        if (zmq::poll(&item, 1, wait) > 0) return true;
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw_transport("waiting for " + describe() + " failed", e);
+      }
+    }
+  }
+
+  using Frames = std::shared_ptr<std::vector<zmq::message_t>>;
+
+  // Reads every part of one message; nothing if it proved too large.
+  Frames receive_frames() {
+    auto frames = std::make_shared<std::vector<zmq::message_t>>();
+    std::int64_t total = 0;
+    try {
+      do {
+        zmq::message_t& frame = frames->emplace_back();
+        if (!socket_.recv(frame, zmq::recv_flags::none)) return nullptr;
+        total += static_cast<std::int64_t>(frame.size());
+      } while (frames->back().more());
+    } catch (const zmq::error_t& e) {
+      throw_transport("receive from " + describe() + " failed", e);
+    }
+    if (options_.max_message_size >= 0 && total > options_.max_message_size) {
+      count_malformed("too large", "message of " + std::to_string(total) + " bytes exceeds max_message_size " +
+                                       std::to_string(options_.max_message_size));
+      return nullptr;
+    }
+    return frames;
+  }
+
+  std::optional<TensorList> decode(Frames frames) {
+    std::vector<FrameView> views;
+    views.reserve(frames->size());
+    for (zmq::message_t& frame : *frames) {
+      // Every view shares ownership of the whole message.
+      views.push_back({{static_cast<const std::byte*>(frame.data()), frame.size()}, frames});
+    }
+    try {
+      TensorList batch = decode_message(views, options_.limits);
+      stats_.add(batch_size(batch), batch_bytes(batch));
+      return batch;
+    } catch (const FormatError& e) {
+      count_malformed(malformed_kind(e), e.what());
+      return std::nullopt;
+    }
+  }
+
+  void count_malformed(const std::string& kind, const std::string& detail) {
+    if (malformed_.by_kind[kind]++ == 0) {
+      std::cerr << "tensorcom: skipping malformed message from " << describe() << ": " << detail
+                << " (further messages of this kind are counted, not reported)\n";
+    }
+  }
+
+  void send_multipart(std::span<const Tensor> batch) {
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      socket_.send(header_frame(batch[i]), zmq::send_flags::sndmore);
+      bool last = i + 1 == batch.size();
+      socket_.send(data_frame(batch[i]), last ? zmq::send_flags::none : zmq::send_flags::sndmore);
+    }
+  }
+
+  void send_single(std::span<const Tensor> batch) {
+    SharedBuffer buffer = encode_buffer(batch);
+    auto* hint = new std::shared_ptr<const void>(buffer.owner());
+    socket_.send(zmq::message_t(buffer.data(), buffer.size(), release_owner, hint), zmq::send_flags::none);
+  }
+
+  zmq::context_t context_;
+  zmq::socket_t socket_;
+};
+
+// ---- Connection ----
+
+Connection::Connection(std::span<const std::string> urls, ConnectionOptions options)
+    : impl_(std::make_unique<Impl>(urls, std::move(options))) {}
+
+Connection::Connection(std::initializer_list<std::string> urls, ConnectionOptions options)
+    : Connection(std::span<const std::string>(urls.begin(), urls.size()), std::move(options)) {}
+
+Connection::Connection(Connection&&) noexcept = default;
+Connection& Connection::operator=(Connection&&) noexcept = default;
+Connection::~Connection() = default;
+
+std::optional<TensorList> Connection::recv(std::optional<Milliseconds> timeout) { return impl_->recv(timeout); }
+
+void Connection::send(std::span<const Tensor> batch) { impl_->send(batch); }
+
+std::uint64_t Connection::serve(const std::function<std::optional<TensorList>()>& next, std::uint64_t report) {
+  std::uint64_t count = 0;
+  while (auto batch = next()) {
+    send(*batch);
+    ++count;
+    if (report > 0 && count % report == 0) {
+      std::cerr << "count " << impl_->stats_.samples() << " " << impl_->stats_.summary() << '\n';
+    }
+  }
+  return count;
+}
+
+const std::vector<Endpoint>& Connection::endpoints() const noexcept { return impl_->endpoints_; }
+std::vector<std::string> Connection::bound_addresses() const { return impl_->bound_; }
+std::string Connection::describe() const { return impl_->describe(); }
+const Statistics& Connection::stats() const noexcept { return impl_->stats_; }
+const MalformedCounts& Connection::malformed() const noexcept { return impl_->malformed_; }
+const ConnectionOptions& Connection::options() const noexcept { return impl_->options_; }
+std::uint64_t Connection::size() const noexcept { return impl_->options_.epoch; }
+
+// ---- iteration ----
+
+Connection::Iterator::Iterator(Connection* connection) : connection_(connection) { fetch(); }
+
+Connection::Iterator& Connection::Iterator::operator++() {
+  fetch();
+  return *this;
+}
+
+void Connection::Iterator::fetch() {
+  const ConnectionOptions& options = connection_->options();
+  if (options.total >= 0 && received_ >= options.total) {
+    connection_ = nullptr;
+    return;
+  }
+  auto batch = connection_->recv(options.timeout);
+  if (!batch) {
+    throw TimeoutError("no batch within " + std::to_string(options.timeout->count()) + " ms from " +
+                       connection_->describe());
+  }
+  current_ = std::move(*batch);
+  ++received_;
+}
+
+}  // namespace tensorcom

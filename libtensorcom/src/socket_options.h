@@ -1,0 +1,16 @@
+// Internal: ZeroMQ socket set-up from ConnectionOptions.
+#pragma once
+
+#include <zmq.hpp>
+
+#include "tensorcom/connection.h"
+
+namespace tensorcom::detail {
+
+[[nodiscard]] zmq::socket_type zmq_type(SocketKind kind) noexcept;
+// Applies every option that must be set before bind/connect.
+void configure_socket(zmq::socket_t& socket, SocketKind kind, const ConnectionOptions& options);
+// Makes large message buffers stay mapped between messages (process-wide, once).
+void keep_large_buffers_mapped();
+
+}  // namespace tensorcom::detail

@@ -1,0 +1,244 @@
+// Connection over real sockets: ipc in a temp dir and tcp on 127.0.0.1 port 0.
+#include <doctest/doctest.h>
+
+#include <zmq.hpp>
+
+#include <set>
+#include <thread>
+
+#include "tensorcom/connection.h"
+#include "test_support.h"
+
+using namespace tensorcom;
+using namespace std::chrono_literals;
+using tensorcom::testing::TempDir;
+
+namespace {
+
+TensorList make_batch(std::int32_t id, std::int64_t size = 4) {
+  Tensor images = Tensor::allocate(DType::kUInt8, {size, 8, 8, 3});
+  for (std::size_t i = 0; i < images.nbytes(); ++i) images.data()[i] = static_cast<std::byte>(id + i);
+  Tensor labels = Tensor::zeros(DType::kInt32, {size});
+  labels.values<std::int32_t>()[0] = id;
+  return {images, labels};
+}
+
+std::int32_t id_of(const TensorList& batch) { return batch.at(1).values<std::int32_t>()[0]; }
+
+std::string ipc_url(const std::string& scheme, const TempDir& dir, const std::string& name) {
+  return scheme + "+ipc://" + (dir.path / name).string();
+}
+
+// "tcp://127.0.0.1:41234" -> "127.0.0.1:41234"
+std::string host_port(const std::string& address) { return address.substr(address.find("://") + 3); }
+
+void check_same(const TensorList& a, const TensorList& b) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i].same_as(b[i]));
+}
+
+}  // namespace
+
+TEST_CASE("push and pull") {
+  TempDir dir;
+  ConnectionOptions receive_options;
+  receive_options.timeout = 5000ms;
+
+  SUBCASE("ipc, multipart: batches arrive intact, as views of the message") {
+    Connection pull({ipc_url("zpull", dir, "a")}, receive_options);
+    Connection push({ipc_url("zpush", dir, "a")});
+    for (int i = 0; i < 5; ++i) push.send(make_batch(i));
+    for (int i = 0; i < 5; ++i) {
+      auto batch = pull.recv(5000ms);
+      REQUIRE(batch.has_value());
+      check_same(*batch, make_batch(i));
+      CHECK((*batch)[0].owner() != nullptr);
+      CHECK((*batch)[0].owner() == (*batch)[1].owner());
+    }
+    CHECK(pull.stats().batches() == 5);
+    CHECK(pull.stats().samples() == 20);
+    CHECK(push.stats().batches() == 5);
+  }
+  SUBCASE("tcp on port 0, single-buffer framing is detected") {
+    Connection pull({"zpull://127.0.0.1:0"}, receive_options);
+    auto bound = pull.bound_addresses();
+    REQUIRE(bound.size() == 1);
+    CHECK(bound[0].rfind("tcp://127.0.0.1:", 0) == 0);
+    ConnectionOptions send_options;
+    send_options.framing = Framing::kSingleBuffer;
+    Connection push({"zpush://" + host_port(bound[0])}, send_options);
+    push.send(make_batch(7));
+    auto batch = pull.recv(5000ms);
+    REQUIRE(batch.has_value());
+    check_same(*batch, make_batch(7));
+  }
+  SUBCASE("reversed roles: zrpush binds, zrpull connects") {
+    Connection push({ipc_url("zrpush", dir, "r")});
+    Connection pull({ipc_url("zrpull", dir, "r")}, receive_options);
+    push.send(make_batch(3));
+    auto batch = pull.recv(5000ms);
+    REQUIRE(batch.has_value());
+    CHECK(id_of(*batch) == 3);
+  }
+  SUBCASE("one socket receives from several URLs") {
+    Connection pull({ipc_url("zpull", dir, "{x,y}")}, receive_options);
+    CHECK(pull.endpoints().size() == 2);
+    Connection push_x({ipc_url("zpush", dir, "x")});
+    Connection push_y({ipc_url("zpush", dir, "y")});
+    for (int i = 0; i < 3; ++i) {
+      push_x.send(make_batch(i));
+      push_y.send(make_batch(100 + i));
+    }
+    std::multiset<std::int32_t> ids;
+    for (int i = 0; i < 6; ++i) {
+      auto batch = pull.recv(5000ms);
+      REQUIRE(batch.has_value());
+      ids.insert(id_of(*batch));
+    }
+    CHECK(ids == std::multiset<std::int32_t>{0, 1, 2, 100, 101, 102});
+  }
+  SUBCASE("one socket sends round-robin to several URLs") {
+    Connection pull_x({ipc_url("zpull", dir, "x")}, receive_options);
+    Connection pull_y({ipc_url("zpull", dir, "y")}, receive_options);
+    Connection push({ipc_url("zpush", dir, "{x,y}")});
+    // Wait until both peers are connected, so that the round-robin covers both.
+    std::this_thread::sleep_for(200ms);
+    for (int i = 0; i < 6; ++i) push.send(make_batch(i));
+    int from_x = 0, from_y = 0;
+    while (pull_x.recv(500ms)) ++from_x;
+    while (pull_y.recv(500ms)) ++from_y;
+    CHECK(from_x + from_y == 6);
+    CHECK(from_x == 3);
+  }
+  SUBCASE("one of two senders dying does not stop the other") {
+    Connection pull({ipc_url("zpull", dir, "{x,y}")}, receive_options);
+    Connection push_y({ipc_url("zpush", dir, "y")});
+    {
+      Connection push_x({ipc_url("zpush", dir, "x")});
+      push_x.send(make_batch(1));
+      REQUIRE(pull.recv(5000ms).has_value());
+    }
+    push_y.send(make_batch(2));
+    auto batch = pull.recv(5000ms);
+    REQUIRE(batch.has_value());
+    CHECK(id_of(*batch) == 2);
+  }
+}
+
+TEST_CASE("publish and subscribe") {
+  TempDir dir;
+  auto send_until_received = [](Connection& pub, Connection& sub, const TensorList& batch) {
+    // A subscription takes a moment to reach the publisher: resend until it has.
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      pub.send(batch);
+      if (auto got = sub.recv(50ms)) return got;
+    }
+    return std::optional<TensorList>();
+  };
+  SUBCASE("zpub/zsub over tcp") {
+    Connection pub({"zpub://127.0.0.1:0"});
+    Connection sub({"zsub://" + host_port(pub.bound_addresses().at(0))});
+    auto got = send_until_received(pub, sub, make_batch(5));
+    REQUIRE(got.has_value());
+    check_same(*got, make_batch(5));
+  }
+  SUBCASE("the fragment is the topic: a prefix of the first frame, as in the reference") {
+    Connection pub({ipc_url("zpub", dir, "p")});
+    Connection sub({ipc_url("zsub", dir, "p") + "#f4"});
+    CHECK(sub.endpoints()[0].topic == "f4");
+    TensorList floats{Tensor::zeros(DType::kFloat32, {2})};
+    REQUIRE(send_until_received(pub, sub, floats).has_value());
+    pub.send(make_batch(1));  // uint8 first: filtered out
+    pub.send(floats);
+    auto next = sub.recv(2000ms);
+    REQUIRE(next.has_value());
+    CHECK((*next)[0].dtype() == DType::kFloat32);
+  }
+}
+
+TEST_CASE("timeouts, totals and misuse") {
+  TempDir dir;
+  SUBCASE("recv returns nothing when the time passes") {
+    Connection pull({ipc_url("zpull", dir, "t")});
+    auto start = std::chrono::steady_clock::now();
+    CHECK_FALSE(pull.recv(100ms).has_value());
+    CHECK(std::chrono::steady_clock::now() - start >= 100ms);
+  }
+  SUBCASE("iteration names the silent URLs") {
+    ConnectionOptions options;
+    options.timeout = 100ms;
+    Connection pull({ipc_url("zpull", dir, "{t,u}")}, options);
+    auto iterate = [&] {
+      for (auto& batch : pull) (void)batch;
+    };
+    CHECK_THROWS_WITH_AS(iterate(), doctest::Contains("no batch within 100 ms from zpull+ipc://"), TimeoutError);
+    CHECK_THROWS_WITH_AS(iterate(), doctest::Contains("/u"), TimeoutError);
+  }
+  SUBCASE("iteration stops after total") {
+    ConnectionOptions options;
+    options.total = 3;
+    options.timeout = 5000ms;
+    Connection pull({ipc_url("zpull", dir, "n")}, options);
+    Connection push({ipc_url("zpush", dir, "n")});
+    for (int i = 0; i < 5; ++i) push.send(make_batch(i));
+    std::vector<std::int32_t> ids;
+    for (auto& batch : pull) ids.push_back(id_of(batch));
+    CHECK(ids == std::vector<std::int32_t>{0, 1, 2});
+    CHECK(pull.size() == 100000);
+  }
+  SUBCASE("wrong direction and bad URLs") {
+    Connection push({ipc_url("zpush", dir, "w")});
+    CHECK_THROWS_WITH_AS((void)push.recv(10ms), doctest::Contains("recv is not possible on a PUSH connection"),
+                         TransportError);
+    CHECK_THROWS_AS(Connection({"zfoo://127.0.0.1:1"}), UrlError);
+    CHECK_THROWS_AS(Connection({"zpush://127.0.0.1:1", "zpull://127.0.0.1:2"}), UrlError);
+  }
+  SUBCASE("a busy address is a TransportError naming it") {
+    Connection first({"zpull://127.0.0.1:0"});
+    std::string taken = "zpull://" + host_port(first.bound_addresses().at(0));
+    CHECK_THROWS_WITH_AS(Connection({taken}), doctest::Contains(taken.c_str()), TransportError);
+  }
+}
+
+TEST_CASE("malformed messages are counted and skipped") {
+  TempDir dir;
+  ConnectionOptions options;
+  options.max_message_size = 4096;
+  Connection pull({ipc_url("zpull", dir, "m")}, options);
+  zmq::context_t context;
+  zmq::socket_t raw(context, zmq::socket_type::push);
+  raw.set(zmq::sockopt::linger, 1000);
+  raw.connect("ipc://" + (dir.path / "m").string());
+
+  TensorList good = make_batch(9);
+  std::vector<std::byte> header(header_size(good[1]));
+  write_header(good[1], header);
+  // An odd frame count.
+  raw.send(zmq::buffer(header.data(), header.size()), zmq::send_flags::none);
+  // A header whose dtype is unknown.
+  auto bad_header = header;
+  std::memcpy(bad_header.data(), "zz\0\0\0\0\0\0", 8);
+  raw.send(zmq::buffer(bad_header.data(), bad_header.size()), zmq::send_flags::sndmore);
+  raw.send(zmq::buffer(good[1].data(), good[1].nbytes()), zmq::send_flags::none);
+  // A data frame shorter than its header says.
+  raw.send(zmq::buffer(header.data(), header.size()), zmq::send_flags::sndmore);
+  raw.send(zmq::buffer(good[1].data(), 3), zmq::send_flags::none);
+  // Too large in total, though each frame passes ZeroMQ's own limit.
+  std::vector<std::byte> big(3000);
+  raw.send(zmq::buffer(big.data(), big.size()), zmq::send_flags::sndmore);
+  raw.send(zmq::buffer(big.data(), big.size()), zmq::send_flags::none);
+  // Then a good batch (one tensor: header and data).
+  raw.send(zmq::buffer(header.data(), header.size()), zmq::send_flags::sndmore);
+  raw.send(zmq::buffer(good[1].data(), good[1].nbytes()), zmq::send_flags::none);
+
+  auto batch = pull.recv(5000ms);
+  REQUIRE(batch.has_value());
+  REQUIRE(batch->size() == 1);
+  CHECK(batch->at(0).same_as(good[1]));
+  const auto& counts = pull.malformed().by_kind;
+  CHECK(pull.malformed().total() == 4);
+  CHECK(counts.at("odd frame count") == 1);
+  CHECK(counts.at("bad header") == 1);
+  CHECK(counts.at("data payload") == 1);
+  CHECK(counts.at("too large") == 1);
+}

@@ -1,0 +1,155 @@
+// tenbin: inspect, check, concatenate and record .ten files.
+//   tenbin info FILE.ten...               one line per tensor
+//   tenbin check FILE.ten...              exit 1 with the reason if any is invalid
+//   tenbin cat FILE.ten... [-o OUT.ten]   re-encode (to stdout without -o)
+//   tenbin record URL... -n N -o OUT.ten  record N received batches
+#include <boost/program_options.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "tensorcom/connection.h"
+#include "tensorcom/ten_file.h"
+#include "tool_main.h"
+
+namespace po = boost::program_options;
+using namespace tensorcom;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: tenbin COMMAND [options] ARGS...\n"
+    "commands:\n"
+    "  info FILE.ten...               list index, tensor index, dtype, shape, info, payload bytes\n"
+    "  check FILE.ten...              exit 0 if every file is valid, else 1 with the reason and offset\n"
+    "  cat FILE.ten... [-o OUT.ten]   re-encode the lists into one file (stdout without -o)\n"
+    "  record URL... -n N -o OUT.ten  record N batches received from URLs\n";
+
+struct Parsed {
+  po::variables_map vars;
+  std::vector<std::string> args;
+};
+
+// Parses a subcommand's options; positional arguments go to args.
+Parsed parse(const po::options_description& options, const std::vector<std::string>& argv) {
+  po::options_description all(options);
+  all.add_options()("args", po::value<std::vector<std::string>>(), "positional arguments");
+  po::positional_options_description positional;
+  positional.add("args", -1);
+  Parsed parsed;
+  po::store(po::command_line_parser(argv).options(all).positional(positional).run(), parsed.vars);
+  po::notify(parsed.vars);
+  if (parsed.vars.count("args")) parsed.args = parsed.vars["args"].as<std::vector<std::string>>();
+  return parsed;
+}
+
+po::options_description list_options(const char* caption) {
+  po::options_description options(caption);
+  options.add_options()("help,h", "show this help")(
+      "group,g", po::value<std::size_t>()->default_value(kInferListLength),
+      "tensors per list in files of several lists (0: infer from the tensors)");
+  return options;
+}
+
+int run_info(const std::vector<std::string>& argv) {
+  auto options = list_options("tenbin info FILE.ten...");
+  Parsed p = parse(options, argv);
+  if (p.vars.count("help") || p.args.empty()) return print_usage(options, p.vars.count("help"));
+  bool several = p.args.size() > 1;
+  for (const std::string& file : p.args) {
+    auto lists = read_ten_lists(file, p.vars["group"].as<std::size_t>());
+    for (std::size_t l = 0; l < lists.size(); ++l) {
+      for (std::size_t t = 0; t < lists[l].size(); ++t) {
+        const Tensor& tensor = lists[l][t];
+        if (several) std::cout << file << '\t';
+        std::cout << l << '\t' << t << '\t' << dtype_code(tensor.dtype()) << '\t' << format_shape(tensor.shape())
+                  << '\t' << tensor.info() << '\t' << tensor.nbytes() << '\n';
+      }
+    }
+  }
+  return 0;
+}
+
+int run_check(const std::vector<std::string>& argv) {
+  auto options = list_options("tenbin check FILE.ten...");
+  Parsed p = parse(options, argv);
+  if (p.vars.count("help") || p.args.empty()) return print_usage(options, p.vars.count("help"));
+  int status = 0;
+  for (const std::string& file : p.args) {
+    try {
+      auto lists = read_ten_lists(file, p.vars["group"].as<std::size_t>());
+      std::size_t tensors = 0;
+      for (const auto& list : lists) tensors += list.size();
+      std::cout << file << ": ok, " << tensors << " tensors in " << lists.size() << " lists\n";
+    } catch (const Error& e) {
+      // read_ten's messages already start with the file name.
+      std::cerr << "tenbin check: " << e.what() << '\n';
+      status = 1;
+    }
+  }
+  return status;
+}
+
+int run_cat(const std::vector<std::string>& argv) {
+  po::options_description options("tenbin cat FILE.ten... [-o OUT.ten]");
+  options.add_options()("help,h", "show this help")("output,o", po::value<std::string>()->default_value("-"),
+                                                     "output file, - for stdout");
+  Parsed p = parse(options, argv);
+  if (p.vars.count("help") || p.args.empty()) return print_usage(options, p.vars.count("help"));
+  // Read (and so validate) everything before the output is truncated.
+  std::vector<TensorList> inputs;
+  for (const std::string& file : p.args) inputs.push_back(read_ten(file));
+  std::string output = p.vars["output"].as<std::string>();
+  TenWriter writer(output == "-" ? "/dev/stdout" : output);
+  for (const TensorList& list : inputs) writer.write(list);
+  writer.close();
+  return 0;
+}
+
+int run_record(const std::vector<std::string>& argv) {
+  po::options_description options("tenbin record URL... -n N -o OUT.ten");
+  options.add_options()("help,h", "show this help")("count,n", po::value<std::uint64_t>()->required(),
+                                                     "batches to record")(
+      "output,o", po::value<std::string>()->required(), "output .ten file")(
+      "timeout,t", po::value<double>()->default_value(30), "seconds to wait for each batch before giving up");
+  Parsed p = parse(options, argv);
+  if (p.vars.count("help") || p.args.empty()) return print_usage(options, p.vars.count("help"));
+  ConnectionOptions connection_options;
+  connection_options.timeout = Milliseconds(static_cast<std::int64_t>(p.vars["timeout"].as<double>() * 1000));
+  connection_options.total = static_cast<std::int64_t>(p.vars["count"].as<std::uint64_t>());
+  Connection connection(p.args, connection_options);
+  TenWriter writer(p.vars["output"].as<std::string>());
+  for (const TensorList& batch : connection) writer.write(batch);
+  writer.close();
+  const Statistics& stats = connection.stats();
+  std::cerr << "tenbin record: " << stats.batches() << " batches, " << stats.samples() << " samples, "
+            << stats.bytes() << " bytes";
+  if (connection.malformed().total()) std::cerr << ", skipped " << connection.malformed().total() << " malformed";
+  std::cerr << '\n';
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tool_main("tenbin", [&]() -> int {
+    if (argc < 2) {
+      std::cerr << kUsage;
+      return 2;
+    }
+    std::string command = argv[1];
+    std::vector<std::string> rest(argv + 2, argv + argc);
+    if (command == "info") return run_info(rest);
+    if (command == "check") return run_check(rest);
+    if (command == "cat") return run_cat(rest);
+    if (command == "record") return run_record(rest);
+    if (command == "-h" || command == "--help") {
+      std::cout << kUsage;
+      return 0;
+    }
+    std::cerr << "tenbin: unknown command '" << command << "'\n" << kUsage;
+    return 2;
+  });
+}
