@@ -3,9 +3,11 @@
 //   tenbin check FILE.ten...              exit 1 with the reason if any is invalid
 //   tenbin cat FILE.ten... [-o OUT.ten]   re-encode (to stdout without -o)
 //   tenbin record URL... -n N -o OUT.ten  record N received batches
+//   tenbin synth -b B -s S -n N -o OUT.ten  synthetic [images, labels] batches
 #include <boost/program_options.hpp>
 
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -25,7 +27,8 @@ constexpr const char* kUsage =
     "  info FILE.ten...               list index, tensor index, dtype, shape, info, payload bytes\n"
     "  check FILE.ten...              exit 0 if every file is valid, else 1 with the reason and offset\n"
     "  cat FILE.ten... [-o OUT.ten]   re-encode the lists into one file (stdout without -o)\n"
-    "  record URL... -n N -o OUT.ten  record N batches received from URLs\n";
+    "  record URL... -n N -o OUT.ten  record N batches received from URLs\n"
+    "  synth -b B -s S -n N -o OUT.ten  write N batches of random uint8 (B,S,S,3) images and int32 (B,) labels\n";
 
 struct Parsed {
   po::variables_map vars;
@@ -131,6 +134,48 @@ int run_record(const std::vector<std::string>& argv) {
   return 0;
 }
 
+// Fills bytes with a cheap pseudo-random stream (xorshift64), so batches are
+// not trivially compressible and not all alike.
+void fill_random(std::span<std::byte> bytes, std::uint64_t seed) {
+  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  std::size_t i = 0;
+  for (; i + 8 <= bytes.size(); i += 8) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    std::memcpy(bytes.data() + i, &x, 8);
+  }
+  for (; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(x >> (8 * (i % 8)));
+}
+
+int run_synth(const std::vector<std::string>& argv) {
+  po::options_description options("tenbin synth -b B -s S -n N -o OUT.ten");
+  options.add_options()("help,h", "show this help")("batch,b", po::value<std::int64_t>()->default_value(32),
+                                                     "images per batch")(
+      "size,s", po::value<std::int64_t>()->default_value(224), "image height and width")(
+      "count,n", po::value<std::uint64_t>()->default_value(1), "batches")(
+      "classes", po::value<std::int32_t>()->default_value(1000), "labels are 0..classes-1")(
+      "output,o", po::value<std::string>()->required(), "output .ten file");
+  Parsed p = parse(options, argv);
+  if (p.vars.count("help")) return print_usage(options, true);
+  auto b = p.vars["batch"].as<std::int64_t>();
+  auto s = p.vars["size"].as<std::int64_t>();
+  auto classes = p.vars["classes"].as<std::int32_t>();
+  if (b <= 0 || s <= 0 || classes <= 0) throw ArgumentError("batch, size and classes must be positive");
+  TenWriter writer(p.vars["output"].as<std::string>());
+  for (std::uint64_t n = 0; n < p.vars["count"].as<std::uint64_t>(); ++n) {
+    Tensor images = Tensor::allocate(DType::kUInt8, {b, s, s, 3});
+    fill_random(images.bytes(), n);
+    Tensor labels = Tensor::allocate(DType::kInt32, {b});
+    auto values = labels.values<std::int32_t>();
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<std::int32_t>((n * 7919 + i * 104729) % classes);
+    TensorList batch{images, labels};
+    writer.write(batch);
+  }
+  writer.close();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -145,6 +190,7 @@ int main(int argc, char** argv) {
     if (command == "check") return run_check(rest);
     if (command == "cat") return run_cat(rest);
     if (command == "record") return run_record(rest);
+    if (command == "synth") return run_synth(rest);
     if (command == "-h" || command == "--help") {
       std::cout << kUsage;
       return 0;

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tensorcom/error.h"
+
 namespace tensorcom {
 
 // The most strings one call may produce; a pattern that expands to more is

@@ -23,6 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tensorcom/error.h"
+
 namespace tensorcom {
 
 enum class SocketKind { kPush, kPull, kPub, kSub };

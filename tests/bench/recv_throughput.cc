@@ -1,0 +1,50 @@
+// recv-throughput URL... [--count N] [--warmup N]: receives batches with a
+// Connection and prints one JSON line with the rate, for the transport
+// benchmark (tests/bench/transport_throughput.py).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tensorcom/connection.h"
+
+using namespace tensorcom;
+
+int main(int argc, char** argv) {
+  std::vector<std::string> urls;
+  std::uint64_t count = 40, warmup = 5;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--count" && i + 1 < argc) {
+      count = std::strtoull(argv[++i], nullptr, 10);
+    } else if (arg == "--warmup" && i + 1 < argc) {
+      warmup = std::strtoull(argv[++i], nullptr, 10);
+    } else {
+      urls.push_back(arg);
+    }
+  }
+  try {
+    Connection connection(urls);
+    const Milliseconds timeout(30000);
+    for (std::uint64_t i = 0; i < warmup; ++i) {
+      if (!connection.recv(timeout)) throw TimeoutError("no batch from " + connection.describe());
+    }
+    std::uint64_t bytes = 0;
+    auto start = std::chrono::steady_clock::now();
+    for (std::uint64_t i = 0; i < count; ++i) {
+      auto batch = connection.recv(timeout);
+      if (!batch) throw TimeoutError("no batch from " + connection.describe());
+      bytes += batch_bytes(*batch);
+    }
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("{\"batches\":%llu,\"bytes\":%llu,\"seconds\":%.6f,\"gb_per_s\":%.4f,\"malformed\":%llu}\n",
+                static_cast<unsigned long long>(count), static_cast<unsigned long long>(bytes), seconds,
+                static_cast<double>(bytes) / seconds / 1e9,
+                static_cast<unsigned long long>(connection.malformed().total()));
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "recv-throughput: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Transport benchmark: serve-ten -> a C++ Connection, [256,224,224,3] uint8 +
+[256] int32 batches (38.5 MB), over ipc and tcp loopback, beside the raw
+Unix-socket and TCP bandwidth for the same message size measured in the same
+run. Prints GB/s and the ratio to raw.
+
+    tests/bench/transport_throughput.py [--build build] [--count 40]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+BATCH, SIZE = 256, 224
+MESSAGE_BYTES = BATCH * SIZE * SIZE * 3 + BATCH * 4
+TARGETS = {"ipc": 4.0, "tcp": 2.0}  # GB/s on the 2-core development machine
+
+
+def serve(build, ten, url):
+    """Starts serve-ten on url; returns (process, bound address)."""
+    proc = subprocess.Popen([f"{build}/servers/serve-ten", "-i", ten, "--epochs", "0", "--hwm", "4", url],
+                            stdout=subprocess.PIPE, text=True)
+    first = proc.stdout.readline()
+    if "[bound " not in first:
+        proc.kill()
+        sys.exit(f"serve-ten did not start: {first!r}")
+    return proc, first.split("[bound ")[1].split("]")[0]
+
+
+def receive(build, url, count):
+    out = subprocess.run([f"{build}/tests/bench/recv-throughput", url, "--count", str(count), "--warmup", "5"],
+                         check=True, capture_output=True, text=True, timeout=600)
+    return json.loads(out.stdout)
+
+
+def raw(build, count):
+    out = subprocess.run([f"{build}/tests/bench/raw-socket-bandwidth", "--bytes", str(MESSAGE_BYTES), "--count",
+                          str(count), "--json"], check=True, capture_output=True, text=True, timeout=600)
+    return {r["transport"]: r["gb_per_s"] for r in map(json.loads, out.stdout.splitlines())}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--count", type=int, default=40)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        ten = os.path.join(tmp, "batches.ten")
+        subprocess.run([f"{args.build}/tools/tenbin", "synth", "-b", str(BATCH), "-s", str(SIZE), "-n", "4", "-o", ten],
+                       check=True)
+        results = {}
+        for name, url in (("ipc", f"zrpush+ipc://{tmp}/sock"), ("tcp", "zrpush://127.0.0.1:0")):
+            proc, bound = serve(args.build, ten, url)
+            try:
+                peer = "zrpull+ipc://" + bound[len("ipc://"):] if name == "ipc" else "zrpull://" + bound[len("tcp://"):]
+                results[name] = receive(args.build, peer, args.count)
+            finally:
+                proc.kill()
+                proc.wait()
+        reference = raw(args.build, args.count)
+    print(f"transport benchmark: {args.count} batches of {MESSAGE_BYTES} bytes ([{BATCH},{SIZE},{SIZE},3] u1 + [{BATCH}] i4)")
+    for name, raw_name in (("ipc", "unix"), ("tcp", "tcp")):
+        gbs = results[name]["gb_per_s"]
+        ratio = gbs / reference[raw_name]
+        print(f"  {name}: {gbs:6.2f} GB/s   raw {raw_name} socket {reference[raw_name]:6.2f} GB/s   "
+              f"ratio {ratio:4.2f} (target >= 0.70)   target {TARGETS[name]:.1f} GB/s: "
+              f"{'met' if gbs >= TARGETS[name] else 'not met'}")
+
+
+if __name__ == "__main__":
+    main()
