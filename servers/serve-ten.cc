@@ -3,6 +3,7 @@
 //   serve-ten -i 'batches-{0..3}.ten' --epochs 2 zpush://127.0.0.1:7880
 #include <boost/program_options.hpp>
 
+#include <cerrno>
 #include <csignal>
 #include <iostream>
 #include <thread>
@@ -47,6 +48,17 @@ void pace(double rate, std::uint64_t sent, std::chrono::steady_clock::time_point
   std::this_thread::sleep_until(due);
 }
 
+// Sends; returns false if a stop signal interrupted a blocked send.
+bool send_unless_stopped(Connection& connection, const TensorList& list) {
+  try {
+    connection.send(list);
+    return true;
+  } catch (const TransportError& e) {
+    if (e.code() == EINTR && g_stop) return false;
+    throw;
+  }
+}
+
 int serve(const ServeTenOptions& options) {
   std::vector<TensorList> lists = load_lists(options.inputs, options.group);
   Connection connection(options.addresses, options.connection);
@@ -60,7 +72,7 @@ int serve(const ServeTenOptions& options) {
     for (const TensorList& list : lists) {
       if (g_stop) break;
       pace(options.rate, sent, start);
-      connection.send(list);
+      if (!send_unless_stopped(connection, list)) break;
       ++sent;
       if (options.report && sent % options.report == 0) {
         std::cout << "serve-ten: " << sent << " batches " << connection.stats().summary() << std::endl;

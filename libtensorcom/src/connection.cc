@@ -6,6 +6,7 @@
 #include <iostream>
 #include <set>
 
+#include "ipc_buffer_tuner.h"
 #include "socket_options.h"
 #include "tensorcom/brace.h"
 
@@ -79,6 +80,7 @@ class Connection::Impl {
     } catch (const zmq::error_t& e) {
       throw_transport("cannot create a " + std::string(socket_kind_name(kind)) + " socket", e);
     }
+    if (uses_ipc()) ipc_tuner_ = std::make_unique<detail::IpcBufferTuner>(socket_, detail::kSocketBufferBytes);
     for (const Endpoint& endpoint : endpoints_) attach(endpoint);
   }
 
@@ -140,6 +142,13 @@ class Connection::Impl {
     }
   }
 
+  bool uses_ipc() const noexcept {
+    for (const Endpoint& endpoint : endpoints_) {
+      if (endpoint.address.starts_with("ipc://")) return true;
+    }
+    return false;
+  }
+
   void require(bool ok, const char* operation) const {
     if (!ok) {
       throw TransportError(std::string(operation) + " is not possible on a " +
@@ -161,7 +170,8 @@ class Connection::Impl {
       try {
         if (zmq::poll(&item, 1, wait) > 0) return true;
       } catch (const zmq::error_t& e) {
-        if (e.num() != EINTR) throw_transport("waiting for " + describe() + " failed", e);
+        // EINTR too: a signal handler may want the program to stop.
+        throw_transport("waiting for " + describe() + " failed", e);
       }
     }
   }
@@ -229,6 +239,8 @@ class Connection::Impl {
 
   zmq::context_t context_;
   zmq::socket_t socket_;
+  // Declared last: stops watching before the socket closes.
+  std::unique_ptr<detail::IpcBufferTuner> ipc_tuner_;
 };
 
 // ---- Connection ----

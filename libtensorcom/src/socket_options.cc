@@ -31,10 +31,9 @@ void configure_socket(zmq::socket_t& socket, SocketKind kind, const ConnectionOp
     // ZeroMQ checks this per frame, before allocating it.
     socket.set(zmq::sockopt::maxmsgsize, options.max_message_size);
   }
-  // Batches are megabytes: let the kernel buffer more than its default.
-  constexpr int kSocketBuffer = 4 << 20;
-  socket.set(zmq::sockopt::sndbuf, kSocketBuffer);
-  socket.set(zmq::sockopt::rcvbuf, kSocketBuffer);
+  // Applied by ZeroMQ to tcp only; IpcBufferTuner does it for ipc.
+  socket.set(zmq::sockopt::sndbuf, kSocketBufferBytes);
+  socket.set(zmq::sockopt::rcvbuf, kSocketBufferBytes);
 }
 
 void keep_large_buffers_mapped() {

@@ -7,6 +7,10 @@
 
 namespace tensorcom::detail {
 
+// Socket buffer size for batch traffic: batches are megabytes, the kernel's
+// default a few hundred KiB.
+inline constexpr int kSocketBufferBytes = 4 << 20;
+
 [[nodiscard]] zmq::socket_type zmq_type(SocketKind kind) noexcept;
 // Applies every option that must be set before bind/connect.
 void configure_socket(zmq::socket_t& socket, SocketKind kind, const ConnectionOptions& options);

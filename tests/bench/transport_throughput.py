@@ -2,9 +2,10 @@
 """Transport benchmark: serve-ten -> a C++ Connection, [256,224,224,3] uint8 +
 [256] int32 batches (38.5 MB), over ipc and tcp loopback, beside the raw
 Unix-socket and TCP bandwidth for the same message size measured in the same
-run. Prints GB/s and the ratio to raw.
+run. Prints GB/s and the ratio to raw. The machine is shared and noisy: each
+figure is the best of --repeat runs, ours and raw alike, taken in turns.
 
-    tests/bench/transport_throughput.py [--build build] [--count 40]
+    tests/bench/transport_throughput.py [--build build] [--count 40] [--repeat 3]
 """
 import argparse
 import json
@@ -45,24 +46,30 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default="build")
     parser.add_argument("--count", type=int, default=40)
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
         ten = os.path.join(tmp, "batches.ten")
         subprocess.run([f"{args.build}/tools/tenbin", "synth", "-b", str(BATCH), "-s", str(SIZE), "-n", "4", "-o", ten],
                        check=True)
-        results = {}
-        for name, url in (("ipc", f"zrpush+ipc://{tmp}/sock"), ("tcp", "zrpush://127.0.0.1:0")):
-            proc, bound = serve(args.build, ten, url)
-            try:
-                peer = "zrpull+ipc://" + bound[len("ipc://"):] if name == "ipc" else "zrpull://" + bound[len("tcp://"):]
-                results[name] = receive(args.build, peer, args.count)
-            finally:
-                proc.kill()
-                proc.wait()
-        reference = raw(args.build, args.count)
-    print(f"transport benchmark: {args.count} batches of {MESSAGE_BYTES} bytes ([{BATCH},{SIZE},{SIZE},3] u1 + [{BATCH}] i4)")
+        results = {"ipc": 0.0, "tcp": 0.0}
+        reference = {"unix": 0.0, "tcp": 0.0}
+        for _ in range(args.repeat):
+            for name, url in (("ipc", f"zrpush+ipc://{tmp}/sock"), ("tcp", "zrpush://127.0.0.1:0")):
+                proc, bound = serve(args.build, ten, url)
+                try:
+                    peer = ("zrpull+ipc://" + bound[len("ipc://"):] if name == "ipc"
+                            else "zrpull://" + bound[len("tcp://"):])
+                    results[name] = max(results[name], receive(args.build, peer, args.count)["gb_per_s"])
+                finally:
+                    proc.kill()
+                    proc.wait()
+            for name, gbs in raw(args.build, args.count).items():
+                reference[name] = max(reference[name], gbs)
+    print(f"transport benchmark: {args.count} batches of {MESSAGE_BYTES} bytes "
+          f"([{BATCH},{SIZE},{SIZE},3] u1 + [{BATCH}] i4), best of {args.repeat}")
     for name, raw_name in (("ipc", "unix"), ("tcp", "tcp")):
-        gbs = results[name]["gb_per_s"]
+        gbs = results[name]
         ratio = gbs / reference[raw_name]
         print(f"  {name}: {gbs:6.2f} GB/s   raw {raw_name} socket {reference[raw_name]:6.2f} GB/s   "
               f"ratio {ratio:4.2f} (target >= 0.70)   target {TARGETS[name]:.1f} GB/s: "

@@ -75,12 +75,14 @@ class Connection {
   // Receives one batch. Waits at most timeout (none: forever); returns
   // nothing if no valid batch came in time. Malformed messages are counted,
   // reported once per kind on stderr, and skipped.
-  // Throws TransportError; REQUIRES a PULL or SUB connection.
+  // Throws TransportError (code() EINTR when a signal interrupted the wait);
+  // REQUIRES a PULL or SUB connection.
   [[nodiscard]] std::optional<TensorList> recv(std::optional<Milliseconds> timeout = std::nullopt);
 
   // Sends one batch without copying tensor data; the tensors' owners are held
   // until ZeroMQ has written them. Blocks while the high-water mark is
-  // reached (PUSH). Throws TransportError; REQUIRES a PUSH or PUB connection.
+  // reached (PUSH). Throws TransportError (code() EINTR when a signal
+  // interrupted a blocked send); REQUIRES a PUSH or PUB connection.
   void send(std::span<const Tensor> batch);
 
   // Sends every batch next() yields until it yields nothing; prints the
