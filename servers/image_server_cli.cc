@@ -1,0 +1,126 @@
+#include "image_server_cli.h"
+
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "tool_main.h"
+
+namespace po = boost::program_options;
+
+namespace tensorcom::pipeline {
+
+namespace {
+
+std::array<float, 3> parse_triple(const std::string& text, const char* name) {
+  std::array<float, 3> out{};
+  std::istringstream in(text);
+  std::string item;
+  std::size_t n = 0;
+  while (std::getline(in, item, ',')) {
+    if (n == 3) break;
+    try {
+      out[n++] = std::stof(item);
+    } catch (const std::exception&) {
+      throw ArgumentError(std::string("--") + name + " '" + text + "': not a number: '" + item + "'");
+    }
+  }
+  if (n != 3 || std::getline(in, item)) throw ArgumentError(std::string("--") + name + " needs three comma-separated values");
+  return out;
+}
+
+}  // namespace
+
+ImageServerCli::ImageServerCli(const char* program, const char* usage) : options(usage) {
+  server.program = program;
+  server.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ImageServerOptions& s = server;
+  options.add_options()("help,h", "show this help")(
+      "batch,b", po::value(&s.format.batch_size)->default_value(32), "images per batch")(
+      "workers,w", po::value(&s.workers)->default_value(s.workers), "decoding threads")(
+      "report,r", po::value(&s.report)->default_value(10), "print a rate line every N batches (0: never)")(
+      "epochs", po::value(&s.epochs)->default_value(0), "passes over the data, then exit (0: forever)")(
+      "seed", po::value(&s.order.seed)->default_value(0), "seed of every random choice")(
+      "shuffle", po::value(&s.shuffle_buffer)->default_value(1000), "shuffle buffer in samples (0: none)")(
+      "size", po::value(&s.format.size)->default_value(224), "output height and width")(
+      "val", "validation transform: resize to size*256/224, centre crop, no flip")(
+      "meta", "add a msgpack metadata tensor (keys, shards, server, sequence) after the labels")(
+      "scale", po::value<std::vector<float>>()->multitoken(), "RandomResizedCrop area range (default 0.08 1)")(
+      "ratio", po::value<std::vector<float>>()->multitoken(), "RandomResizedCrop aspect range (default 0.75 1.3333)")(
+      "flip", po::value(&s.augment.flip_probability)->default_value(0.5), "horizontal flip probability")(
+      "layout", po::value(&layout_)->default_value("BHWC"), "BHWC (the reference's) or BCHW")(
+      "dtype", po::value(&dtype_)->default_value("uint8"), "uint8, float16 or float32 (normalised)")(
+      "mean", po::value(&mean_), "per-channel mean for float output (default ImageNet's 0.485,0.456,0.406)")(
+      "std", po::value(&std_), "per-channel std for float output (default 0.229,0.224,0.225)")(
+      "classes", po::value(&s.classes)->default_value(0), "labels must be below this (0: any)")(
+      "max-pixels", po::value(&s.augment.max_pixels)->default_value(s.augment.max_pixels),
+      "refuse larger images")("fast-upsampling", "plain chroma upsampling in JPEG decoding (faster)")(
+      "rank", po::value(&s.order.rank)->default_value(0), "this server's share of the shards ...")(
+      "world", po::value(&s.order.world)->default_value(1), "... among this many servers")(
+      "resample", "draw shards with replacement instead of splitting them")(
+      "hwm", po::value(&s.connection.send_high_water_mark)->default_value(2), "batches queued per peer")(
+      "single", "send single-buffer messages instead of multipart")(
+      "linger", po::value(&linger_ms_)->default_value(linger_ms_), "ms to deliver queued batches at exit")(
+      "address", po::value(&s.addresses), "URLs to serve on (brace-expanded; default zpub://127.0.0.1:7880)");
+}
+
+bool ImageServerCli::parse(int argc, char** argv) {
+  po::positional_options_description positional;
+  positional.add("address", -1);
+  po::store(po::command_line_parser(argc, argv).options(options).positional(positional).run(), vars_);
+  if (vars_.count("help")) {
+    std::cout << options;
+    return false;
+  }
+  po::notify(vars_);
+  finish();
+  return true;
+}
+
+void ImageServerCli::finish() {
+  ImageServerOptions& s = server;
+  if (s.addresses.empty()) s.addresses = {"zpub://127.0.0.1:7880"};
+  s.augment.validation = vars_.count("val") > 0;
+  s.augment.size = s.format.size;
+  s.augment.fast_upsampling = vars_.count("fast-upsampling") > 0;
+  s.format.metadata = vars_.count("meta") > 0;
+  s.order.resample = vars_.count("resample") > 0;
+  if (vars_.count("single")) s.connection.framing = Framing::kSingleBuffer;
+  s.connection.linger = Milliseconds(linger_ms_);
+  if (vars_.count("scale")) {
+    auto v = vars_["scale"].as<std::vector<float>>();
+    if (v.size() != 2 || !(0 < v[0] && v[0] <= v[1] && v[1] <= 1)) throw ArgumentError("--scale needs 0 < MIN <= MAX <= 1");
+    s.augment.crop.scale_min = v[0];
+    s.augment.crop.scale_max = v[1];
+  }
+  if (vars_.count("ratio")) {
+    auto v = vars_["ratio"].as<std::vector<float>>();
+    if (v.size() != 2 || !(0 < v[0] && v[0] <= v[1])) throw ArgumentError("--ratio needs 0 < MIN <= MAX");
+    s.augment.crop.ratio_min = v[0];
+    s.augment.crop.ratio_max = v[1];
+  }
+  if (layout_ == "BHWC" || layout_ == "bhwc") {
+    s.format.layout = ImageLayout::kBHWC;
+  } else if (layout_ == "BCHW" || layout_ == "bchw") {
+    s.format.layout = ImageLayout::kBCHW;
+  } else {
+    throw ArgumentError("--layout '" + layout_ + "': expected BHWC or BCHW");
+  }
+  if (dtype_ == "uint8") {
+    s.format.pixels = PixelType::kUInt8;
+  } else if (dtype_ == "float16") {
+    s.format.pixels = PixelType::kFloat16;
+  } else if (dtype_ == "float32") {
+    s.format.pixels = PixelType::kFloat32;
+  } else {
+    throw ArgumentError("--dtype '" + dtype_ + "': expected uint8, float16 or float32");
+  }
+  if (!mean_.empty()) s.format.mean = parse_triple(mean_, "mean");
+  if (!std_.empty()) s.format.std = parse_triple(std_, "std");
+  if (s.format.batch_size == 0 || s.format.size <= 0 || s.workers <= 0) {
+    throw ArgumentError("--batch, --size and --workers must be positive");
+  }
+  if (s.order.world == 0 || s.order.rank >= s.order.world) throw ArgumentError("--rank must be below --world");
+}
+
+}  // namespace tensorcom::pipeline

@@ -1,0 +1,33 @@
+// The command line shared by serve-imagenet-shards and serve-imagenet-dir.
+#pragma once
+
+#include <boost/program_options.hpp>
+
+#include <string>
+#include <vector>
+
+#include "pipeline/image_server.h"
+
+namespace tensorcom::pipeline {
+
+// Options both servers take; the caller adds its source options.
+struct ImageServerCli {
+  explicit ImageServerCli(const char* program, const char* usage);
+
+  boost::program_options::options_description options;
+  // Parses argv; returns false if --help was printed.
+  [[nodiscard]] bool parse(int argc, char** argv);
+  [[nodiscard]] const boost::program_options::variables_map& vars() const { return vars_; }
+  ImageServerOptions server;
+
+ private:
+  void finish();
+  boost::program_options::variables_map vars_;
+  std::string layout_ = "BHWC";
+  std::string dtype_ = "uint8";
+  std::string mean_;
+  std::string std_;
+  std::int64_t linger_ms_ = 10000;
+};
+
+}  // namespace tensorcom::pipeline

@@ -1,0 +1,205 @@
+#include "batch_assembler.h"
+
+#include <chrono>
+#include <cstring>
+#include <new>
+
+namespace tensorcom::pipeline {
+
+// A fixed number of equal, 64-byte-aligned buffers. A buffer handed out comes
+// back when the last shared_ptr to it is dropped, which may happen on the
+// transport's thread after the assembler is gone: hence the pool is shared.
+class BufferPool : public std::enable_shared_from_this<BufferPool> {
+ public:
+  BufferPool(std::size_t bytes, std::size_t count) : bytes_(bytes), capacity_(count) {}
+  ~BufferPool() {
+    for (std::byte* p : free_) ::operator delete(p, std::align_val_t{kTensorAlignment});
+  }
+
+  // A buffer, or null if all are in use.
+  std::shared_ptr<std::byte> try_acquire() {
+    std::byte* raw = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      if (!free_.empty()) {
+        raw = free_.back();
+        free_.pop_back();
+      } else if (created_ < capacity_) {
+        ++created_;
+      } else {
+        return nullptr;
+      }
+    }
+    if (!raw) raw = static_cast<std::byte*>(::operator new(bytes_, std::align_val_t{kTensorAlignment}));
+    return std::shared_ptr<std::byte>(raw, [pool = shared_from_this()](std::byte* p) { pool->release(p); });
+  }
+
+ private:
+  void release(std::byte* p) {
+    std::lock_guard lock(mutex_);
+    free_.push_back(p);
+  }
+
+  std::size_t bytes_;
+  std::size_t capacity_;
+  std::size_t created_ = 0;
+  std::mutex mutex_;
+  std::vector<std::byte*> free_;
+};
+
+struct BatchAssembler::Filling {
+  std::uint64_t id = 0;
+  std::shared_ptr<std::byte> memory;
+  std::size_t handed_out = 0;             // slots given out so far (new ones)
+  std::size_t committed = 0;
+  std::vector<std::size_t> returned;      // abandoned slots, to hand out again
+  std::vector<bool> filled;
+  std::vector<std::string> keys;
+  std::vector<std::string> shards;
+};
+
+namespace {
+
+constexpr std::size_t round_up(std::size_t n, std::size_t k) { return (n + k - 1) / k * k; }
+
+// How long acquire() waits before looking at the pool again: buffers come
+// back from the transport's thread, which does not signal us.
+constexpr auto kPoolPoll = std::chrono::milliseconds(2);
+
+}  // namespace
+
+BatchAssembler::BatchAssembler(BatchFormat format, std::size_t max_batches)
+    : format_(format), labels_offset_(round_up(format.image_bytes() * format.batch_size, kTensorAlignment)) {
+  if (format_.batch_size == 0) throw ArgumentError("batch size must be positive");
+  std::size_t bytes = labels_offset_ + format_.batch_size * sizeof(std::int32_t);
+  pool_ = std::make_shared<BufferPool>(bytes, std::max<std::size_t>(max_batches, 2));
+}
+
+BatchAssembler::~BatchAssembler() = default;
+
+BatchAssembler::Filling* BatchAssembler::find(std::uint64_t id) {
+  for (Filling& f : filling_) {
+    if (f.id == id) return &f;
+  }
+  return nullptr;
+}
+
+SampleSlot BatchAssembler::slot_of(Filling& batch, std::size_t index) const {
+  std::byte* image = batch.memory.get() + index * format_.image_bytes();
+  return {batch.id, index, format_.direct() ? reinterpret_cast<std::uint8_t*>(image) : nullptr, image};
+}
+
+std::optional<SampleSlot> BatchAssembler::take_slot_locked() {
+  for (Filling& f : filling_) {
+    if (!f.returned.empty()) {
+      std::size_t index = f.returned.back();
+      f.returned.pop_back();
+      return slot_of(f, index);
+    }
+  }
+  if (!filling_.empty() && filling_.back().handed_out < format_.batch_size) {
+    Filling& f = filling_.back();
+    return slot_of(f, f.handed_out++);
+  }
+  std::shared_ptr<std::byte> memory = pool_->try_acquire();
+  if (!memory) return std::nullopt;
+  Filling& f = filling_.emplace_back();
+  f.id = next_id_++;
+  f.memory = std::move(memory);
+  f.filled.assign(format_.batch_size, false);
+  f.keys.resize(format_.batch_size);
+  f.shards.resize(format_.batch_size);
+  return slot_of(f, f.handed_out++);
+}
+
+std::optional<SampleSlot> BatchAssembler::acquire() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (cancelled_) return std::nullopt;
+    if (auto slot = take_slot_locked()) return slot;
+    changed_.wait_for(lock, kPoolPoll);
+  }
+}
+
+void BatchAssembler::commit(const SampleSlot& slot, const std::uint8_t* hwc, std::int32_t label, std::string key,
+                            std::string shard) {
+  // The slot's memory is this caller's alone until it is committed.
+  if (!slot.direct) convert_image(format_, hwc, slot.image);
+  std::lock_guard lock(mutex_);
+  Filling* f = find(slot.batch);
+  if (!f) throw Error("commit of a slot whose batch is gone");
+  std::memcpy(f->memory.get() + labels_offset_ + slot.index * sizeof label, &label, sizeof label);
+  f->filled[slot.index] = true;
+  f->keys[slot.index] = std::move(key);
+  f->shards[slot.index] = std::move(shard);
+  if (++f->committed == format_.batch_size) {
+    ready_.push_back(make_ready(*f, format_.batch_size));
+    filling_.remove_if([id = slot.batch](const Filling& g) { return g.id == id; });
+  }
+  changed_.notify_all();
+}
+
+void BatchAssembler::abandon(const SampleSlot& slot) {
+  std::lock_guard lock(mutex_);
+  if (Filling* f = find(slot.batch)) f->returned.push_back(slot.index);
+  changed_.notify_all();
+}
+
+AssembledBatch BatchAssembler::make_ready(Filling& f, std::size_t count) {
+  auto n = static_cast<std::int64_t>(count);
+  AssembledBatch batch;
+  batch.images = Tensor::view(format_.dtype(), format_.image_shape(n), f.memory.get(), f.memory);
+  batch.labels = Tensor::view(DType::kInt32, {n}, f.memory.get() + labels_offset_, f.memory);
+  f.keys.resize(count);
+  f.shards.resize(count);
+  batch.keys = std::move(f.keys);
+  batch.shards = std::move(f.shards);
+  return batch;
+}
+
+// Moves the committed images of a partly filled batch to its front.
+void BatchAssembler::compact(Filling& f) {
+  const std::size_t image_bytes = format_.image_bytes();
+  std::byte* images = f.memory.get();
+  std::byte* labels = images + labels_offset_;
+  std::size_t to = 0;
+  for (std::size_t from = 0; from < format_.batch_size; ++from) {
+    if (!f.filled[from]) continue;
+    if (from != to) {
+      std::memmove(images + to * image_bytes, images + from * image_bytes, image_bytes);
+      std::memmove(labels + to * sizeof(std::int32_t), labels + from * sizeof(std::int32_t), sizeof(std::int32_t));
+      f.keys[to] = std::move(f.keys[from]);
+      f.shards[to] = std::move(f.shards[from]);
+    }
+    ++to;
+  }
+}
+
+void BatchAssembler::finish() {
+  std::lock_guard lock(mutex_);
+  for (Filling& f : filling_) {
+    if (f.committed == 0) continue;
+    compact(f);
+    ready_.push_back(make_ready(f, f.committed));
+  }
+  filling_.clear();
+  finished_ = true;
+  changed_.notify_all();
+}
+
+std::optional<AssembledBatch> BatchAssembler::next_ready() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return cancelled_ || !ready_.empty() || finished_; });
+  if (cancelled_ || ready_.empty()) return std::nullopt;
+  AssembledBatch batch = std::move(ready_.front());
+  ready_.pop_front();
+  return batch;
+}
+
+void BatchAssembler::cancel() {
+  std::lock_guard lock(mutex_);
+  cancelled_ = true;
+  changed_.notify_all();
+}
+
+}  // namespace tensorcom::pipeline

@@ -1,0 +1,87 @@
+// Assembles batches from samples decoded in parallel, straight into the
+// memory that is sent. Workers take a slot, write their image into it, and
+// commit it (or abandon it, when the sample proves bad, so that another
+// sample fills it). A batch is ready when all its slots are committed.
+//
+// Memory is bounded: at most max_batches batch buffers exist, whether being
+// filled, waiting, or held by the transport until it has sent them; they are
+// reused, so the same pages serve batch after batch. Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "batch_format.h"
+#include "tensorcom/tensor.h"
+
+namespace tensorcom::pipeline {
+
+class BufferPool;
+
+struct SampleSlot {
+  std::uint64_t batch = 0;           // which batch
+  std::size_t index = 0;             // which image of it
+  std::uint8_t* direct = nullptr;    // where to write uint8 HWC pixels, if the format allows
+  std::byte* image = nullptr;        // the slot's image memory in the output format
+};
+
+struct AssembledBatch {
+  Tensor images;
+  Tensor labels;  // int32 (n,)
+  std::vector<std::string> keys;
+  std::vector<std::string> shards;
+};
+
+class BatchAssembler {
+ public:
+  BatchAssembler(BatchFormat format, std::size_t max_batches);
+  ~BatchAssembler();
+
+  // A free slot; blocks while every batch buffer is in use. Nothing after cancel().
+  [[nodiscard]] std::optional<SampleSlot> acquire();
+  // The image is in the slot (written to slot.direct, or converted from hwc
+  // when slot.direct is null). Records label, key and shard.
+  void commit(const SampleSlot& slot, const std::uint8_t* hwc, std::int32_t label, std::string key, std::string shard);
+  // Gives the slot back to be filled by another sample.
+  void abandon(const SampleSlot& slot);
+
+  // The next full batch; blocks. After finish(), also the partial batches
+  // (compacted, in order); then nothing. Nothing after cancel().
+  [[nodiscard]] std::optional<AssembledBatch> next_ready();
+  // No more samples will be committed: what is partly filled becomes ready.
+  // REQUIRES: no slot is held.
+  void finish();
+  // Wakes everyone; acquire() and next_ready() return nothing from now on.
+  void cancel();
+
+  [[nodiscard]] const BatchFormat& format() const noexcept { return format_; }
+
+ private:
+  struct Filling;
+  Filling* find(std::uint64_t id);
+  std::optional<SampleSlot> take_slot_locked();
+  SampleSlot slot_of(Filling& batch, std::size_t index) const;
+  AssembledBatch make_ready(Filling& batch, std::size_t count);
+  void compact(Filling& batch);
+
+  BatchFormat format_;
+  std::size_t labels_offset_;  // labels follow the images in one buffer
+  std::shared_ptr<BufferPool> pool_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::list<Filling> filling_;  // oldest first; the last may still hand out new slots
+  std::deque<AssembledBatch> ready_;
+  std::uint64_t next_id_ = 0;
+  bool finished_ = false;
+  bool cancelled_ = false;
+};
+
+}  // namespace tensorcom::pipeline

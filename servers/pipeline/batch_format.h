@@ -1,0 +1,41 @@
+// What a served batch looks like: images (uint8 BHWC by default, as the
+// reference sends; optionally BCHW and/or float16/float32 normalised with
+// mean and std), int32 labels (B,), and optionally a msgpack metadata tensor.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "tensorcom/tensor.h"
+
+namespace tensorcom::pipeline {
+
+enum class ImageLayout { kBHWC, kBCHW };
+enum class PixelType { kUInt8, kFloat16, kFloat32 };
+
+struct BatchFormat {
+  int size = 224;                  // image height and width
+  std::size_t batch_size = 32;     // images per batch
+  ImageLayout layout = ImageLayout::kBHWC;
+  PixelType pixels = PixelType::kUInt8;
+  // Float outputs are (x / 255 - mean) / std per RGB channel (ImageNet's by default).
+  std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
+  std::array<float, 3> std{0.229f, 0.224f, 0.225f};
+  bool metadata = false;           // add the "meta" tensor (keys, shards, server, sequence)
+
+  [[nodiscard]] DType dtype() const noexcept;
+  [[nodiscard]] std::size_t image_bytes() const noexcept;  // one image in the output format
+  // Whether augmented uint8 HWC pixels can be written straight into the batch.
+  [[nodiscard]] bool direct() const noexcept { return layout == ImageLayout::kBHWC && pixels == PixelType::kUInt8; }
+  // The images tensor's shape for n images.
+  [[nodiscard]] Shape image_shape(std::int64_t n) const;
+};
+
+// Writes one augmented uint8 HWC image into dst in the batch's format.
+void convert_image(const BatchFormat& format, const std::uint8_t* hwc, std::byte* dst);
+
+// IEEE half precision, round to nearest even.
+[[nodiscard]] std::uint16_t float_to_half(float value) noexcept;
+
+}  // namespace tensorcom::pipeline

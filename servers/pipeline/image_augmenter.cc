@@ -1,0 +1,141 @@
+#include "image_augmenter.h"
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include <cmath>
+
+#include "jpeg_region.h"
+
+namespace tensorcom::pipeline {
+
+namespace {
+
+// The DCT scale (num/8) with the fewest pixels that still leaves the crop at
+// least `size` pixels across both ways, so the resize only ever shrinks.
+int choose_scale_num(const CropBox& box, int size) {
+  for (int num : {1, 2, 4}) {
+    if (box.width * num / 8 >= size && box.height * num / 8 >= size) return num;
+  }
+  return 8;
+}
+
+// Adobe CMYK JPEGs store inverted ink values: R = C * K / 255 on the stored values.
+cv::Mat cmyk_to_rgb(const cv::Mat& cmyk) {
+  cv::Mat rgb(cmyk.rows, cmyk.cols, CV_8UC3);
+  for (int r = 0; r < cmyk.rows; ++r) {
+    const std::uint8_t* in = cmyk.ptr<std::uint8_t>(r);
+    std::uint8_t* out = rgb.ptr<std::uint8_t>(r);
+    for (int c = 0; c < cmyk.cols; ++c, in += 4, out += 3) {
+      const unsigned k = in[3];
+      out[0] = static_cast<std::uint8_t>(in[0] * k / 255);
+      out[1] = static_cast<std::uint8_t>(in[1] * k / 255);
+      out[2] = static_cast<std::uint8_t>(in[2] * k / 255);
+    }
+  }
+  return rgb;
+}
+
+// Any decoded OpenCV image as 8-bit RGB.
+cv::Mat to_rgb8(const cv::Mat& image) {
+  cv::Mat eight = image;
+  if (image.depth() == CV_16U) {
+    image.convertTo(eight, CV_8U, 1.0 / 257.0);
+  } else if (image.depth() != CV_8U) {
+    throw SampleError("undecodable", "unsupported pixel depth " + std::to_string(image.depth()));
+  }
+  cv::Mat rgb;
+  switch (eight.channels()) {
+    case 1: cv::cvtColor(eight, rgb, cv::COLOR_GRAY2RGB); break;
+    case 3: cv::cvtColor(eight, rgb, cv::COLOR_BGR2RGB); break;
+    case 4: cv::cvtColor(eight, rgb, cv::COLOR_BGRA2RGB); break;
+    default: throw SampleError("undecodable", std::to_string(eight.channels()) + " channels");
+  }
+  return rgb;
+}
+
+// Resizes src into the size x size output and flips it if asked.
+void resize_into(const cv::Mat& src, int size, bool flip, std::uint8_t* out) {
+  cv::Mat dst(size, size, CV_8UC3, out);
+  cv::resize(src, dst, dst.size(), 0, 0, cv::INTER_LINEAR);
+  if (dst.data != out) throw Error("resize reallocated its output");  // cannot happen: same size and type
+  if (flip) cv::flip(dst, dst, 1);
+}
+
+}  // namespace
+
+bool looks_like_jpeg(std::span<const std::byte> bytes) noexcept {
+  return bytes.size() >= 3 && bytes[0] == std::byte{0xff} && bytes[1] == std::byte{0xd8} && bytes[2] == std::byte{0xff};
+}
+
+ImageAugmenter::ImageAugmenter(AugmentOptions options)
+    : options_(options),
+      resize_to_(static_cast<int>(std::lround(options.size * 256.0 / 224.0))),
+      jpeg_(std::make_unique<JpegRegionDecoder>()) {
+  if (options_.size <= 0) throw ArgumentError("image size must be positive");
+}
+
+ImageAugmenter::~ImageAugmenter() = default;
+ImageAugmenter::ImageAugmenter(ImageAugmenter&&) noexcept = default;
+ImageAugmenter& ImageAugmenter::operator=(ImageAugmenter&&) noexcept = default;
+
+void ImageAugmenter::augment(std::span<const std::byte> encoded, std::string_view extension, std::mt19937_64& rng,
+                             std::uint8_t* out) {
+  if (encoded.empty()) throw SampleError("empty", "no image bytes");
+  (void)extension;  // the bytes decide: shards in the wild mislabel formats
+  if (looks_like_jpeg(encoded)) {
+    augment_jpeg(encoded, rng, out);
+  } else {
+    augment_other(encoded, rng, out);
+  }
+}
+
+CropBox ImageAugmenter::choose_crop(int width, int height, std::mt19937_64& rng) const {
+  if (options_.validation) return center_crop_after_resize(width, height, resize_to_, options_.size);
+  return random_resized_crop(width, height, options_.crop, rng);
+}
+
+bool ImageAugmenter::draw_flip(std::mt19937_64& rng) const {
+  if (options_.validation || options_.flip_probability <= 0) return false;
+  return std::uniform_real_distribution<double>(0, 1)(rng) < options_.flip_probability;
+}
+
+void ImageAugmenter::check_pixels(std::uint64_t width, std::uint64_t height) const {
+  if (width == 0 || height == 0) throw SampleError("undecodable", "image of zero size");
+  if (width * height > options_.max_pixels) {
+    throw SampleError("too many pixels", std::to_string(width) + "x" + std::to_string(height) + " exceeds " +
+                                             std::to_string(options_.max_pixels) + " pixels");
+  }
+}
+
+void ImageAugmenter::augment_jpeg(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out) {
+  JpegInfo info = jpeg_->read_header(encoded);
+  check_pixels(static_cast<std::uint64_t>(info.width), static_cast<std::uint64_t>(info.height));
+  CropBox box = choose_crop(info.width, info.height, rng);
+  bool flip = draw_flip(rng);
+  int num = choose_scale_num(box, options_.size);
+  JpegRegion region =
+      jpeg_->decode(box.x, box.y, box.width, box.height, num, options_.fast_upsampling, region_);
+  cv::Mat pixels(region.height, region.width, CV_8UC(region.channels), const_cast<std::uint8_t*>(region.pixels),
+                 region.stride);
+  resize_into(region.channels == 4 ? cmyk_to_rgb(pixels) : pixels, options_.size, flip, out);
+}
+
+void ImageAugmenter::augment_other(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out) {
+  cv::Mat raw(1, static_cast<int>(encoded.size()), CV_8U, const_cast<std::byte*>(encoded.data()));
+  cv::Mat image;
+  try {
+    image = cv::imdecode(raw, cv::IMREAD_UNCHANGED);
+  } catch (const cv::Exception& e) {
+    throw SampleError("undecodable", e.what());
+  }
+  if (image.empty()) throw SampleError("undecodable", "not an image OpenCV can read");
+  check_pixels(static_cast<std::uint64_t>(image.cols), static_cast<std::uint64_t>(image.rows));
+  CropBox box = choose_crop(image.cols, image.rows, rng);
+  bool flip = draw_flip(rng);
+  cv::Mat rgb = to_rgb8(image(cv::Rect(box.x, box.y, box.width, box.height)));
+  resize_into(rgb, options_.size, flip, out);
+}
+
+}  // namespace tensorcom::pipeline

@@ -1,0 +1,77 @@
+// Decodes one encoded image and applies the training (RandomResizedCrop +
+// horizontal flip) or validation (resize + centre crop) transform, writing a
+// size x size RGB uint8 image (HWC). JPEGs are decoded with libjpeg-turbo,
+// choosing the crop from the header first and then decoding only that box,
+// at the smallest DCT scale (1/8, 1/4, 1/2) that still has at least `size`
+// pixels across; other formats go through OpenCV. Greyscale, CMYK,
+// progressive and 16-bit images all come out RGB uint8.
+//
+// One ImageAugmenter per worker thread: it keeps its decoder and scratch memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "crop.h"
+#include "tensorcom/error.h"
+
+namespace tensorcom::pipeline {
+
+struct AugmentOptions {
+  int size = 224;                    // output height and width
+  bool validation = false;           // resize the shorter side to size*256/224, centre crop
+  RandomResizedCropOptions crop;     // training crop
+  double flip_probability = 0.5;     // horizontal flip (training only)
+  std::uint64_t max_pixels = std::uint64_t{1} << 28;  // larger images are refused
+  bool fast_upsampling = false;      // libjpeg's plain chroma upsampling: faster, slightly blurrier
+};
+
+// Why a sample could not be used; reason() is a short category for counting.
+class SampleError : public Error {
+ public:
+  SampleError(std::string reason, const std::string& detail) : Error(reason + ": " + detail), reason_(std::move(reason)) {}
+  [[nodiscard]] const std::string& reason() const noexcept { return reason_; }
+
+ private:
+  std::string reason_;
+};
+
+class JpegRegionDecoder;
+
+class ImageAugmenter {
+ public:
+  explicit ImageAugmenter(AugmentOptions options);
+  ~ImageAugmenter();
+  ImageAugmenter(ImageAugmenter&&) noexcept;
+  ImageAugmenter& operator=(ImageAugmenter&&) noexcept;
+
+  // Decodes and transforms; writes size*size*3 bytes to out. extension is
+  // the sample's ("jpg", "png", ...). Throws SampleError.
+  void augment(std::span<const std::byte> encoded, std::string_view extension, std::mt19937_64& rng,
+               std::uint8_t* out);
+
+  [[nodiscard]] const AugmentOptions& options() const noexcept { return options_; }
+
+ private:
+  void augment_jpeg(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out);
+  void augment_other(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out);
+  [[nodiscard]] CropBox choose_crop(int width, int height, std::mt19937_64& rng) const;
+  [[nodiscard]] bool draw_flip(std::mt19937_64& rng) const;
+  void check_pixels(std::uint64_t width, std::uint64_t height) const;
+
+  AugmentOptions options_;
+  int resize_to_;                    // validation: the shorter side before the centre crop
+  std::unique_ptr<JpegRegionDecoder> jpeg_;  // reused from image to image
+  std::vector<std::uint8_t> region_;         // the decoded crop box, reused between samples
+};
+
+// Whether bytes look like a JPEG (SOI marker), whatever the extension says.
+[[nodiscard]] bool looks_like_jpeg(std::span<const std::byte> bytes) noexcept;
+
+}  // namespace tensorcom::pipeline

@@ -1,0 +1,54 @@
+// The augmentation server behind serve-imagenet-shards and serve-imagenet-dir:
+// a reader thread walks the epoch's shards or files through a shuffle
+// buffer, worker threads decode and augment into batch slots, and the main
+// thread publishes complete batches on a Connection.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "batch_format.h"
+#include "image_augmenter.h"
+#include "sample_order.h"
+#include "tensorcom/connection.h"
+
+namespace tensorcom::pipeline {
+
+// One image of an ImageFolder tree.
+struct FolderImage {
+  std::string path;
+  std::int32_t label = 0;
+};
+
+// Where samples come from: webdataset shards, or the files of a folder tree.
+struct SampleSourceSpec {
+  std::vector<std::string> shards;   // brace-expanded shard names
+  std::vector<FolderImage> images;   // or these
+};
+
+struct ImageServerOptions {
+  std::string program = "serve-imagenet";   // prefix of every line it prints
+  std::vector<std::string> addresses{"zpub://127.0.0.1:7880"};
+  BatchFormat format;
+  AugmentOptions augment;
+  OrderOptions order;
+  std::size_t shuffle_buffer = 1000;  // samples mixed across shards (0: none)
+  int workers = 1;                    // decoding threads
+  std::uint64_t epochs = 0;           // passes over the data (0: forever)
+  std::uint64_t report = 10;          // a rate line every N batches (0: never)
+  std::int32_t classes = 0;           // labels must be below this (0: any non-negative int32)
+  std::size_t max_batches = 0;        // batch buffers in memory (0: 2 + 2 x workers / batch, at least 4)
+  std::string server_id;              // in metadata; hostname:pid when empty
+  ConnectionOptions connection;
+};
+
+// Lists DIR/CLASS/* images; labels are the indices of CLASS in sorted order.
+// Throws IoError if dir cannot be read or holds no images.
+[[nodiscard]] std::vector<FolderImage> list_image_folder(const std::string& dir);
+
+// Serves until the epochs are done or SIGINT/SIGTERM; prints report lines and
+// a summary to stdout. Returns the exit status.
+int run_image_server(const ImageServerOptions& options, const SampleSourceSpec& source);
+
+}  // namespace tensorcom::pipeline

@@ -1,0 +1,136 @@
+#include "jpeg_region.h"
+
+// jpeglib.h needs FILE and size_t declared first.
+#include <cstdio>
+#include <csetjmp>
+
+#include <algorithm>
+
+#include <jerror.h>
+#include <jpeglib.h>
+
+#include "image_augmenter.h"
+
+namespace tensorcom::pipeline {
+
+namespace {
+
+struct ErrorManager {
+  jpeg_error_mgr pub;  // first: libjpeg sees only this part
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+[[noreturn]] void jump_with_message(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+
+void on_error_exit(j_common_ptr cinfo) { jump_with_message(cinfo); }
+
+// Warnings are level -1. A premature end of data is a truncated file, which
+// libjpeg would pad with grey: refuse it. Other warnings (extraneous bytes
+// before a marker, say) leave a usable image, as in PIL.
+void on_emit_message(j_common_ptr cinfo, int level) {
+  if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) jump_with_message(cinfo);
+}
+
+}  // namespace
+
+struct JpegRegionDecoder::State {
+  jpeg_decompress_struct cinfo{};
+  ErrorManager err{};
+};
+
+namespace {
+
+// The functions below may longjmp back to their own setjmp: they hold only
+// trivially destructible locals. Each returns false if libjpeg failed.
+
+bool read_header_protected(JpegRegionDecoder::State* s, const unsigned char* data, unsigned long size) {
+  if (setjmp(s->err.jump)) return false;
+  jpeg_mem_src(&s->cinfo, data, size);
+  jpeg_read_header(&s->cinfo, TRUE);
+  return true;
+}
+
+bool calc_dimensions_protected(JpegRegionDecoder::State* s) {
+  if (setjmp(s->err.jump)) return false;
+  jpeg_calc_output_dimensions(&s->cinfo);
+  return true;
+}
+
+bool decode_rows_protected(JpegRegionDecoder::State* s, unsigned char* buffer, std::size_t stride, JDIMENSION* x,
+                           JDIMENSION* width, JDIMENSION first_row, JDIMENSION rows) {
+  if (setjmp(s->err.jump)) return false;
+  jpeg_start_decompress(&s->cinfo);
+  jpeg_crop_scanline(&s->cinfo, x, width);
+  if (first_row > 0) jpeg_skip_scanlines(&s->cinfo, first_row);
+  for (JDIMENSION done = 0; done < rows;) {
+    JSAMPROW row = buffer + done * stride;
+    done += jpeg_read_scanlines(&s->cinfo, &row, 1);
+  }
+  // The rows below the box are never decoded.
+  jpeg_abort_decompress(&s->cinfo);
+  return true;
+}
+
+}  // namespace
+
+JpegRegionDecoder::JpegRegionDecoder() : state_(std::make_unique<State>()) {
+  state_->cinfo.err = jpeg_std_error(&state_->err.pub);
+  state_->err.pub.error_exit = on_error_exit;
+  state_->err.pub.emit_message = on_emit_message;
+  jpeg_create_decompress(&state_->cinfo);
+}
+
+JpegRegionDecoder::~JpegRegionDecoder() { jpeg_destroy_decompress(&state_->cinfo); }
+
+JpegInfo JpegRegionDecoder::read_header(std::span<const std::byte> jpeg) {
+  jpeg_abort_decompress(&state_->cinfo);  // forget the previous image
+  const auto* data = reinterpret_cast<const unsigned char*>(jpeg.data());
+  if (!read_header_protected(state_.get(), data, static_cast<unsigned long>(jpeg.size()))) {
+    throw SampleError("undecodable", std::string("JPEG header: ") + state_->err.message);
+  }
+  const jpeg_decompress_struct& c = state_->cinfo;
+  info_.width = static_cast<int>(c.image_width);
+  info_.height = static_cast<int>(c.image_height);
+  info_.cmyk = c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK;
+  return info_;
+}
+
+JpegRegion JpegRegionDecoder::decode(int x, int y, int w, int h, int scale_num, bool fast_upsampling,
+                                     std::vector<std::uint8_t>& buffer) {
+  jpeg_decompress_struct& c = state_->cinfo;
+  c.scale_num = static_cast<unsigned>(scale_num);
+  c.scale_denom = 8;
+  c.out_color_space = info_.cmyk ? JCS_CMYK : JCS_RGB;
+  c.dct_method = JDCT_ISLOW;
+  c.do_fancy_upsampling = fast_upsampling ? FALSE : TRUE;
+  if (!calc_dimensions_protected(state_.get())) {
+    throw SampleError("undecodable", std::string("JPEG: ") + state_->err.message);
+  }
+  // The box in scaled pixels, rounded outwards and kept inside the image.
+  auto scaled = [&](int v, bool up) {
+    long long num = static_cast<long long>(v) * scale_num;
+    return static_cast<JDIMENSION>(up ? (num + 7) / 8 : num / 8);
+  };
+  JDIMENSION x0 = scaled(x, false), y0 = scaled(y, false);
+  JDIMENSION x1 = std::min(scaled(x + w, true), c.output_width);
+  JDIMENSION y1 = std::min(scaled(y + h, true), c.output_height);
+  x1 = std::max(x1, x0 + 1);
+  y1 = std::max(y1, y0 + 1);
+  const int channels = c.out_color_components;
+  const std::size_t stride = static_cast<std::size_t>(c.output_width) * channels;
+  buffer.resize(stride * (y1 - y0));
+  JDIMENSION strip_x = x0, strip_width = x1 - x0;  // widened by libjpeg to whole iMCUs
+  if (!decode_rows_protected(state_.get(), buffer.data(), stride, &strip_x, &strip_width, y0, y1 - y0)) {
+    bool truncated = state_->err.pub.msg_code == JWRN_JPEG_EOF;
+    throw SampleError(truncated ? "truncated" : "undecodable", std::string("JPEG: ") + state_->err.message);
+  }
+  return JpegRegion{buffer.data() + static_cast<std::size_t>(x0 - strip_x) * channels, static_cast<int>(x1 - x0),
+                    static_cast<int>(y1 - y0), stride, channels};
+}
+
+}  // namespace tensorcom::pipeline

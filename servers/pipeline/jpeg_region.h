@@ -1,0 +1,54 @@
+// Internal: decoding a box of a JPEG at a DCT scale with libjpeg-turbo's
+// partial-decoding calls (jpeg_crop_scanline, jpeg_skip_scanlines). libjpeg
+// reports errors by longjmp, so the functions that may jump hold no C++
+// objects with destructors; JpegRegionDecoder owns the decompressor.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tensorcom::pipeline {
+
+struct JpegInfo {
+  int width = 0;
+  int height = 0;
+  bool cmyk = false;  // CMYK or YCCK: decoded as CMYK, converted to RGB by us
+};
+
+// A decoded box: `width` x `height` RGB pixels starting at `pixels`, rows
+// `stride` bytes apart (the box sits inside a wider, iMCU-aligned strip).
+struct JpegRegion {
+  const std::uint8_t* pixels = nullptr;
+  int width = 0;
+  int height = 0;
+  std::size_t stride = 0;
+  int channels = 3;  // 4 for CMYK (Adobe's inverted convention)
+};
+
+class JpegRegionDecoder {
+ public:
+  struct State;  // the libjpeg decompressor and its error manager
+
+  JpegRegionDecoder();
+  ~JpegRegionDecoder();
+  JpegRegionDecoder(const JpegRegionDecoder&) = delete;
+  JpegRegionDecoder& operator=(const JpegRegionDecoder&) = delete;
+
+  // Reads the header. Throws SampleError("undecodable", ...).
+  [[nodiscard]] JpegInfo read_header(std::span<const std::byte> jpeg);
+  // Decodes the box (x, y, w, h) of the source at scale num/8 (num 1, 2, 4
+  // or 8) into buffer; the box's coordinates are source pixels. Returns the
+  // decoded box at the reduced scale. Throws SampleError.
+  [[nodiscard]] JpegRegion decode(int x, int y, int w, int h, int scale_num, bool fast_upsampling,
+                                  std::vector<std::uint8_t>& buffer);
+
+ private:
+  std::unique_ptr<State> state_;
+  JpegInfo info_;
+};
+
+}  // namespace tensorcom::pipeline

@@ -1,0 +1,68 @@
+// The order samples are served in: per epoch, the shard (or file) order is
+// shuffled from the seed and the epoch number, split between servers by
+// rank, or drawn with replacement; then a shuffle buffer mixes samples across
+// shards. Every sample is served exactly once per epoch (per server) unless
+// resampling. Deterministic: own Fisher-Yates over mt19937_64, whose output
+// the C++ standard fixes (std::shuffle's is not).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+namespace tensorcom::pipeline {
+
+struct OrderOptions {
+  std::uint64_t seed = 0;
+  bool shuffle_units = true;  // shuffle shard/file order each epoch
+  std::size_t rank = 0;       // this server's share of the units ...
+  std::size_t world = 1;      // ... among this many servers
+  bool resample = false;      // draw units with replacement instead
+};
+
+// A generator seeded from several numbers (seed, epoch, ...).
+[[nodiscard]] std::mt19937_64 seeded_rng(std::initializer_list<std::uint64_t> parts);
+
+// Shuffles indices in place with rng.
+void fisher_yates(std::vector<std::size_t>& indices, std::mt19937_64& rng);
+
+// The units (indices into a list of count shards or files) of one epoch.
+[[nodiscard]] std::vector<std::size_t> epoch_units(std::size_t count, std::uint64_t epoch, const OrderOptions& options);
+
+// webdataset's shuffle buffer: holds up to capacity samples and releases a
+// random one for each one added once full; drain() empties it at random.
+template <class T>
+class ShuffleBuffer {
+ public:
+  ShuffleBuffer(std::size_t capacity, std::mt19937_64 rng) : capacity_(capacity), rng_(rng) {}
+
+  // Adds value; returns a sample to pass on, if one is due.
+  std::optional<T> add(T value) {
+    if (capacity_ == 0) return value;
+    items_.push_back(std::move(value));
+    if (items_.size() <= capacity_) return std::nullopt;
+    return take_random();
+  }
+  // Removes a random remaining sample; nothing when empty.
+  std::optional<T> drain() {
+    if (items_.empty()) return std::nullopt;
+    return take_random();
+  }
+
+ private:
+  T take_random() {
+    std::size_t i = std::uniform_int_distribution<std::size_t>(0, items_.size() - 1)(rng_);
+    std::swap(items_[i], items_.back());
+    T value = std::move(items_.back());
+    items_.pop_back();
+    return value;
+  }
+
+  std::size_t capacity_;
+  std::mt19937_64 rng_;
+  std::vector<T> items_;
+};
+
+}  // namespace tensorcom::pipeline

@@ -1,0 +1,235 @@
+#include "shard_reader.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "tensorcom/error.h"
+
+namespace tensorcom::pipeline {
+
+std::pair<std::string, std::string> split_member_name(const std::string& path) {
+  std::size_t base = path.rfind('/');
+  base = base == std::string::npos ? 0 : base + 1;
+  std::size_t dot = path.find('.', base);
+  if (dot == std::string::npos) return {path, ""};
+  return {path.substr(0, dot), path.substr(dot + 1)};
+}
+
+namespace {
+
+constexpr std::string_view kPipePrefix = "pipe:";
+constexpr std::string_view kFilePrefix = "file:";
+constexpr std::size_t kReadBlock = 1 << 20;
+
+std::string lowercase(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool is_image_extension(const std::string& ext) {
+  return ext == "jpg" || ext == "jpeg" || ext == "png" || ext == "ppm";
+}
+
+struct ArchiveFree {
+  void operator()(archive* a) const { archive_read_free(a); }
+};
+using ArchivePtr = std::unique_ptr<archive, ArchiveFree>;
+
+ArchivePtr new_reader() {
+  ArchivePtr a(archive_read_new());
+  if (!a) throw IoError("cannot create an archive reader", ENOMEM);
+  archive_read_support_filter_all(a.get());
+  archive_read_support_format_tar(a.get());
+  return a;
+}
+
+}  // namespace
+
+// The archive handle and, for "pipe:" shards, the child whose output it reads.
+class ShardReader::Source {
+ public:
+  explicit Source(const std::string& shard) : archive_(new_reader()) {
+    if (shard.starts_with(kPipePrefix)) {
+      start_command(shard.substr(kPipePrefix.size()));
+    } else {
+      std::string path = shard.starts_with(kFilePrefix) ? shard.substr(kFilePrefix.size()) : shard;
+      if (archive_read_open_filename(archive_.get(), path.c_str(), kReadBlock) != ARCHIVE_OK) {
+        int code = archive_errno(archive_.get());
+        throw IoError("cannot open shard '" + shard + "': " + archive_error_string(archive_.get()), code ? code : EIO);
+      }
+    }
+  }
+  ~Source() { (void)finish(); }
+  Source(const Source&) = delete;
+  Source& operator=(const Source&) = delete;
+
+  [[nodiscard]] archive* get() const noexcept { return archive_.get(); }
+
+  // Closes the archive and reaps the command; returns why the command failed, if it did.
+  [[nodiscard]] std::optional<std::string> finish() {
+    archive_.reset();
+    if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+    if (child_ < 0) return std::nullopt;
+    int status = 0;
+    while (::waitpid(child_, &status, 0) < 0 && errno == EINTR) {
+    }
+    child_ = -1;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return std::nullopt;
+    if (WIFEXITED(status)) return "command '" + command_ + "' exited with status " + std::to_string(WEXITSTATUS(status));
+    return "command '" + command_ + "' was killed by signal " + std::to_string(WTERMSIG(status));
+  }
+
+ private:
+  void start_command(const std::string& command) {
+    command_ = command;
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw IoError("cannot create a pipe for '" + command + "'", errno);
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      int code = errno;
+      ::close(fds[0]);
+      ::close(fds[1]);
+      throw IoError("cannot start '" + command + "'", code);
+    }
+    if (pid == 0) {
+      ::dup2(fds[1], STDOUT_FILENO);
+      ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    child_ = pid;
+    fd_ = fds[0];
+    if (archive_read_open_fd(archive_.get(), fd_, kReadBlock) != ARCHIVE_OK) {
+      throw IoError("cannot read the output of '" + command + "': " + archive_error_string(archive_.get()), EIO);
+    }
+  }
+
+  ArchivePtr archive_;
+  pid_t child_ = -1;
+  int fd_ = -1;
+  std::string command_;
+};
+
+ShardReader::ShardReader(std::string shard, ShardReaderOptions options)
+    : shard_(std::move(shard)), options_(options) {
+  open();
+}
+
+ShardReader::~ShardReader() = default;
+
+void ShardReader::open() {
+  ++attempts_;
+  source_ = std::make_unique<Source>(shard_);
+}
+
+std::optional<RawSample> ShardReader::next() {
+  while (!done_) {
+    std::optional<RawSample> sample = read_until_next_key();
+    if (!sample) continue;
+    if (to_skip_ > 0) {
+      --to_skip_;
+      continue;
+    }
+    ++yielded_;
+    return sample;
+  }
+  return std::nullopt;
+}
+
+// Ends the current source. A failing pipe: command is started again and the
+// samples it already gave are skipped; returns whether reading goes on.
+bool ShardReader::reopen_after_failure() {
+  std::optional<std::string> failure = source_->finish();
+  if (!failure) return false;
+  pending_.reset();  // its members may be incomplete
+  if (attempts_ >= options_.pipe_attempts) {
+    error_ = *failure + " (tried " + std::to_string(attempts_) + " times)";
+    return false;
+  }
+  open();
+  to_skip_ = yielded_;
+  yielded_ = 0;
+  return true;
+}
+
+std::optional<RawSample> ShardReader::read_until_next_key() {
+  for (;;) {
+    archive_entry* entry = nullptr;
+    int status = archive_read_next_header(source_->get(), &entry);
+    if (status == ARCHIVE_EOF || status < ARCHIVE_WARN) {
+      if (status != ARCHIVE_EOF) error_ = std::string("truncated or corrupt: ") + archive_error_string(source_->get());
+      if (reopen_after_failure()) {
+        error_.reset();
+        return std::nullopt;
+      }
+      done_ = true;
+      return std::exchange(pending_, std::nullopt);
+    }
+    if (archive_entry_filetype(entry) != AE_IFREG) continue;
+    auto [key, extension] = split_member_name(archive_entry_pathname(entry) ? archive_entry_pathname(entry) : "");
+    std::optional<RawSample> completed;
+    if (pending_ && pending_->key != key) completed = std::exchange(pending_, std::nullopt);
+    if (!pending_) {
+      pending_.emplace();
+      pending_->key = key;
+      pending_->shard = shard_;
+    }
+    if (!add_member(entry, *pending_)) {
+      // The shard broke inside this member: its sample is incomplete.
+      error_ = std::string("truncated or corrupt: ") + archive_error_string(source_->get());
+      pending_.reset();
+      if (reopen_after_failure()) {
+        error_.reset();
+        return std::nullopt;
+      }
+      done_ = true;
+      return completed;
+    }
+    if (completed) return completed;
+  }
+}
+
+namespace {
+
+// Reads the current member's data; false if the archive ends inside it.
+bool read_member(archive* a, std::vector<std::byte>& out, std::size_t size) {
+  out.resize(size);
+  std::size_t done = 0;
+  while (done < size) {
+    la_ssize_t n = archive_read_data(a, out.data() + done, size - done);
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ShardReader::add_member(archive_entry* entry, RawSample& sample) {
+  std::string extension = lowercase(split_member_name(archive_entry_pathname(entry)).second);
+  bool wanted = (is_image_extension(extension) && sample.image_extension.empty()) || extension == "cls";
+  la_int64_t size = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : 0;
+  if (wanted && static_cast<std::uint64_t>(size) > options_.max_member_bytes) {
+    ++oversized_;
+    wanted = false;
+  }
+  if (!wanted) return archive_read_data_skip(source_->get()) >= ARCHIVE_WARN;
+  std::vector<std::byte> bytes;
+  if (!read_member(source_->get(), bytes, static_cast<std::size_t>(size))) return false;
+  if (extension == "cls") {
+    sample.label = std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  } else {
+    sample.image_extension = extension;
+    sample.image = std::move(bytes);
+  }
+  return true;
+}
+
+}  // namespace tensorcom::pipeline

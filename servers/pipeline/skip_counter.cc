@@ -1,0 +1,47 @@
+#include "skip_counter.h"
+
+#include <iostream>
+
+namespace tensorcom::pipeline {
+
+SkipCounter::SkipCounter(std::string prefix, std::chrono::milliseconds warning_interval)
+    : prefix_(std::move(prefix)), interval_(warning_interval) {}
+
+void SkipCounter::skip(const std::string& reason, const std::string& key, const std::string& shard,
+                       const std::string& detail) {
+  std::lock_guard lock(mutex_);
+  ++counts_[reason];
+  auto now = std::chrono::steady_clock::now();
+  if (last_warning_ != std::chrono::steady_clock::time_point{} && now - last_warning_ < interval_) {
+    ++unreported_;
+    return;
+  }
+  last_warning_ = now;
+  std::cerr << prefix_ << ": skipped sample '" << key << "' of " << shard << ": " << reason;
+  if (!detail.empty()) std::cerr << " (" << detail << ")";
+  if (unreported_) std::cerr << "; " << unreported_ << " more skipped since the last warning";
+  std::cerr << '\n';
+  unreported_ = 0;
+}
+
+std::map<std::string, std::uint64_t> SkipCounter::counts() const {
+  std::lock_guard lock(mutex_);
+  return counts_;
+}
+
+std::uint64_t SkipCounter::total() const {
+  std::lock_guard lock(mutex_);
+  std::uint64_t sum = 0;
+  for (const auto& [reason, count] : counts_) sum += count;
+  return sum;
+}
+
+std::string SkipCounter::summary() const {
+  std::lock_guard lock(mutex_);
+  if (counts_.empty()) return "none";
+  std::string out;
+  for (const auto& [reason, count] : counts_) out += (out.empty() ? "" : ", ") + reason + " " + std::to_string(count);
+  return out;
+}
+
+}  // namespace tensorcom::pipeline

@@ -1,0 +1,36 @@
+// Counts samples that were skipped, by reason, and warns about them on stderr
+// at a bounded rate, naming the sample and its shard. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace tensorcom::pipeline {
+
+class SkipCounter {
+ public:
+  // prefix starts every warning ("serve-imagenet-shards").
+  explicit SkipCounter(std::string prefix, std::chrono::milliseconds warning_interval = std::chrono::seconds(1));
+
+  // Counts one skipped sample; warns unless a warning was printed within the
+  // interval (the count still grows).
+  void skip(const std::string& reason, const std::string& key, const std::string& shard, const std::string& detail);
+
+  [[nodiscard]] std::map<std::string, std::uint64_t> counts() const;
+  [[nodiscard]] std::uint64_t total() const;
+  // "none" or "undecodable 3, missing label 1".
+  [[nodiscard]] std::string summary() const;
+
+ private:
+  std::string prefix_;
+  std::chrono::milliseconds interval_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::uint64_t> counts_;
+  std::chrono::steady_clock::time_point last_warning_{};
+  std::uint64_t unreported_ = 0;
+};
+
+}  // namespace tensorcom::pipeline
