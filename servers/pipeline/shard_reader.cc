@@ -71,6 +71,7 @@ class ShardReader::Source {
   Source& operator=(const Source&) = delete;
 
   [[nodiscard]] archive* get() const noexcept { return archive_.get(); }
+  [[nodiscard]] const std::optional<std::string>& open_error() const noexcept { return open_error_; }
 
   // Closes the archive and reaps the command; returns why the command failed, if it did.
   [[nodiscard]] std::optional<std::string> finish() {
@@ -107,7 +108,8 @@ class ShardReader::Source {
     child_ = pid;
     fd_ = fds[0];
     if (archive_read_open_fd(archive_.get(), fd_, kReadBlock) != ARCHIVE_OK) {
-      throw IoError("cannot read the output of '" + command + "': " + archive_error_string(archive_.get()), EIO);
+      // Not thrown: the command's exit status says more, and it may be retried.
+      open_error_ = std::string("output is not an archive: ") + archive_error_string(archive_.get());
     }
   }
 
@@ -115,6 +117,7 @@ class ShardReader::Source {
   pid_t child_ = -1;
   int fd_ = -1;
   std::string command_;
+  std::optional<std::string> open_error_;
 };
 
 ShardReader::ShardReader(std::string shard, ShardReaderOptions options)
@@ -133,44 +136,50 @@ std::optional<RawSample> ShardReader::next() {
   while (!done_) {
     std::optional<RawSample> sample = read_until_next_key();
     if (!sample) continue;
-    if (to_skip_ > 0) {
-      --to_skip_;
-      continue;
-    }
-    ++yielded_;
+    if (++position_ <= delivered_) continue;  // delivered by an earlier attempt
+    ++delivered_;
     return sample;
   }
   return std::nullopt;
 }
 
-// Ends the current source. A failing pipe: command is started again and the
-// samples it already gave are skipped; returns whether reading goes on.
-bool ShardReader::reopen_after_failure() {
-  std::optional<std::string> failure = source_->finish();
-  if (!failure) return false;
+// The shard ended abnormally (truncated, corrupt, or a command's output that
+// is no archive). A failing pipe: command is started again and the samples it
+// already gave are skipped; returns whether reading goes on.
+bool ShardReader::end_abnormally(const std::string& reason) {
   pending_.reset();  // its members may be incomplete
-  if (attempts_ >= options_.pipe_attempts) {
-    error_ = *failure + " (tried " + std::to_string(attempts_) + " times)";
-    return false;
+  std::optional<std::string> failure = source_->finish();
+  if (failure && attempts_ < options_.pipe_attempts) {
+    open();
+    position_ = 0;
+    return true;
   }
-  open();
-  to_skip_ = yielded_;
-  yielded_ = 0;
-  return true;
+  error_ = reason;
+  if (failure) *error_ += "; " + *failure + " (tried " + std::to_string(attempts_) + " times)";
+  done_ = true;
+  return false;
+}
+
+std::optional<RawSample> ShardReader::end_cleanly() {
+  // The archive's own end marker was read: every sample is complete, even if
+  // the command that produced it then failed.
+  if (auto failure = source_->finish()) error_ = *failure + " after a complete archive";
+  done_ = true;
+  return std::exchange(pending_, std::nullopt);
 }
 
 std::optional<RawSample> ShardReader::read_until_next_key() {
+  if (source_->open_error()) {
+    end_abnormally(*source_->open_error());
+    return std::nullopt;
+  }
   for (;;) {
     archive_entry* entry = nullptr;
     int status = archive_read_next_header(source_->get(), &entry);
-    if (status == ARCHIVE_EOF || status < ARCHIVE_WARN) {
-      if (status != ARCHIVE_EOF) error_ = std::string("truncated or corrupt: ") + archive_error_string(source_->get());
-      if (reopen_after_failure()) {
-        error_.reset();
-        return std::nullopt;
-      }
-      done_ = true;
-      return std::exchange(pending_, std::nullopt);
+    if (status == ARCHIVE_EOF) return end_cleanly();
+    if (status < ARCHIVE_WARN) {
+      end_abnormally(std::string("truncated or corrupt: ") + archive_error_string(source_->get()));
+      return std::nullopt;
     }
     if (archive_entry_filetype(entry) != AE_IFREG) continue;
     auto [key, extension] = split_member_name(archive_entry_pathname(entry) ? archive_entry_pathname(entry) : "");
@@ -182,15 +191,9 @@ std::optional<RawSample> ShardReader::read_until_next_key() {
       pending_->shard = shard_;
     }
     if (!add_member(entry, *pending_)) {
-      // The shard broke inside this member: its sample is incomplete.
-      error_ = std::string("truncated or corrupt: ") + archive_error_string(source_->get());
-      pending_.reset();
-      if (reopen_after_failure()) {
-        error_.reset();
-        return std::nullopt;
-      }
-      done_ = true;
-      return completed;
+      // The shard broke inside this member. The sample before it is whole.
+      bool retrying = end_abnormally(std::string("truncated or corrupt: ") + archive_error_string(source_->get()));
+      return retrying ? std::nullopt : completed;
     }
     if (completed) return completed;
   }

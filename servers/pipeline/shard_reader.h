@@ -43,7 +43,8 @@ class ShardReader {
  private:
   class Source;  // the archive handle and, for pipes, the child process
   void open();
-  bool reopen_after_failure();
+  bool end_abnormally(const std::string& reason);
+  std::optional<RawSample> end_cleanly();
   // Reads members until the key changes; returns the completed sample, if any.
   std::optional<RawSample> read_until_next_key();
   bool add_member(::archive_entry* entry, RawSample& sample);
@@ -53,8 +54,8 @@ class ShardReader {
   std::unique_ptr<Source> source_;
   std::optional<RawSample> pending_;
   std::optional<std::string> error_;
-  std::uint64_t yielded_ = 0;   // samples returned so far, skipped again after a pipe retry
-  std::uint64_t to_skip_ = 0;
+  std::uint64_t delivered_ = 0;  // samples returned to the caller over all attempts
+  std::uint64_t position_ = 0;   // samples read in this attempt; the first delivered_ are skipped
   int attempts_ = 0;
   std::uint64_t oversized_ = 0;
   bool done_ = false;

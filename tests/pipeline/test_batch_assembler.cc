@@ -1,0 +1,150 @@
+// Batch assembly into the sent memory, output formats, half floats.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "batch_assembler.h"
+
+using namespace tensorcom;
+using namespace tensorcom::pipeline;
+
+namespace {
+
+BatchFormat small_format(std::size_t batch) {
+  BatchFormat f;
+  f.size = 2;
+  f.batch_size = batch;
+  return f;
+}
+
+void fill(const SampleSlot& slot, std::uint8_t value, std::size_t bytes) { std::memset(slot.direct, value, bytes); }
+
+}  // namespace
+
+TEST_CASE("batch assembler") {
+  BatchAssembler assembler(small_format(3), 4);
+  const std::size_t image_bytes = 2 * 2 * 3;
+
+  SUBCASE("a batch is ready when every slot is committed") {
+    for (std::uint8_t i = 0; i < 3; ++i) {
+      auto slot = assembler.acquire();
+      REQUIRE(slot.has_value());
+      REQUIRE(slot->direct != nullptr);
+      fill(*slot, i + 1, image_bytes);
+      assembler.commit(*slot, nullptr, 10 + i, "k" + std::to_string(i), "s");
+    }
+    auto batch = assembler.next_ready();
+    REQUIRE(batch.has_value());
+    CHECK(batch->images.shape() == Shape{3, 2, 2, 3});
+    CHECK(batch->labels.values<std::int32_t>()[2] == 12);
+    CHECK(batch->images.values<std::uint8_t>()[image_bytes * 2] == 3);
+    CHECK(batch->keys == std::vector<std::string>{"k0", "k1", "k2"});
+    CHECK(reinterpret_cast<std::uintptr_t>(batch->images.data()) % 64 == 0);
+  }
+  SUBCASE("an abandoned slot is filled by the next sample") {
+    auto a = *assembler.acquire();
+    auto b = *assembler.acquire();
+    assembler.abandon(a);
+    auto c = *assembler.acquire();
+    CHECK(c.index == a.index);
+    CHECK(c.batch == a.batch);
+    auto d = *assembler.acquire();
+    for (const auto& s : {b, c, d}) {
+      fill(s, 7, image_bytes);
+      assembler.commit(s, nullptr, 1, "k", "s");
+    }
+    CHECK(assembler.next_ready()->labels.dim(0) == 3);
+  }
+  SUBCASE("finish compacts a partial batch") {
+    auto a = *assembler.acquire();
+    auto b = *assembler.acquire();
+    auto c = *assembler.acquire();
+    fill(a, 1, image_bytes);
+    fill(c, 3, image_bytes);
+    assembler.commit(a, nullptr, 1, "a", "s");
+    assembler.abandon(b);
+    assembler.commit(c, nullptr, 3, "c", "s");
+    assembler.finish();
+    auto batch = assembler.next_ready();
+    REQUIRE(batch.has_value());
+    CHECK(batch->images.shape() == Shape{2, 2, 2, 3});
+    CHECK(batch->images.values<std::uint8_t>()[image_bytes] == 3);
+    CHECK(batch->labels.values<std::int32_t>()[1] == 3);
+    CHECK(batch->keys == std::vector<std::string>{"a", "c"});
+    CHECK_FALSE(assembler.next_ready().has_value());
+  }
+  SUBCASE("memory is bounded: acquire waits for a sent batch to come back") {
+    BatchAssembler one(small_format(1), 2);
+    std::vector<AssembledBatch> held;
+    for (int i = 0; i < 2; ++i) {
+      auto slot = *one.acquire();
+      one.commit(slot, nullptr, i, "k", "s");
+      held.push_back(*one.next_ready());
+    }
+    std::thread release([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      held.clear();  // the transport drops its references
+    });
+    auto slot = one.acquire();
+    CHECK(slot.has_value());
+    release.join();
+  }
+  SUBCASE("cancel wakes a waiting consumer") {
+    std::thread cancel([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      assembler.cancel();
+    });
+    CHECK_FALSE(assembler.next_ready().has_value());
+    cancel.join();
+    CHECK_FALSE(assembler.acquire().has_value());
+  }
+}
+
+TEST_CASE("output formats") {
+  // One 1x1 image would be trivial: use 2x2 with distinct channels.
+  const std::uint8_t hwc[12] = {0, 51, 102, 153, 204, 255, 10, 20, 30, 40, 50, 60};
+  BatchFormat f = small_format(1);
+  SUBCASE("uint8 BCHW is planar") {
+    f.layout = ImageLayout::kBCHW;
+    std::uint8_t out[12];
+    convert_image(f, hwc, reinterpret_cast<std::byte*>(out));
+    const std::uint8_t planar[12] = {0, 153, 10, 40, 51, 204, 20, 50, 102, 255, 30, 60};
+    CHECK(std::memcmp(out, planar, 12) == 0);
+    CHECK(f.image_shape(5) == Shape{5, 3, 2, 2});
+  }
+  SUBCASE("float32 is normalised per channel") {
+    f.pixels = PixelType::kFloat32;
+    float out[12];
+    convert_image(f, hwc, reinterpret_cast<std::byte*>(out));
+    CHECK(out[0] == doctest::Approx((0 / 255.0 - 0.485) / 0.229));
+    CHECK(out[5] == doctest::Approx((255 / 255.0 - 0.406) / 0.225));
+    CHECK(f.dtype() == DType::kFloat32);
+    CHECK(f.image_bytes() == 48);
+  }
+  SUBCASE("float16 BCHW") {
+    f.pixels = PixelType::kFloat16;
+    f.layout = ImageLayout::kBCHW;
+    f.mean = {0, 0, 0};
+    f.std = {1, 1, 1};
+    std::uint16_t out[12];
+    convert_image(f, hwc, reinterpret_cast<std::byte*>(out));
+    CHECK(out[0] == 0x0000);   // 0.0
+    CHECK(out[9] == 0x3c00);   // channel 2 of pixel 1: 255/255 = 1.0
+  }
+}
+
+TEST_CASE("float to half") {
+  CHECK(float_to_half(1.0f) == 0x3c00);
+  CHECK(float_to_half(-2.0f) == 0xc000);
+  CHECK(float_to_half(65504.0f) == 0x7bff);
+  CHECK(float_to_half(1e6f) == 0x7c00);
+  CHECK(float_to_half(0.1f) == 0x2e66);
+  CHECK(float_to_half(5.960464477539063e-08f) == 0x0001);  // smallest subnormal
+  CHECK(float_to_half(1e-9f) == 0x0000);
+  CHECK(float_to_half(-0.0f) == 0x8000);
+  CHECK((float_to_half(std::nanf("")) & 0x7c00) == 0x7c00);
+  CHECK(float_to_half(1.0009765625f) == 0x3c01);
+  CHECK(float_to_half(1.00048828125f) == 0x3c00);  // halfway: to even
+}

@@ -1,0 +1,241 @@
+// Decoding and augmenting images: colour handling of every kind of input,
+// the region-decoding JPEG path against a full decode, and bad input.
+#include <doctest/doctest.h>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include <cstdio>
+#include <jpeglib.h>
+
+#include "image_augmenter.h"
+
+using namespace tensorcom::pipeline;
+
+namespace {
+
+std::vector<std::byte> encode(const cv::Mat& bgr, const std::string& ext, std::vector<int> params = {}) {
+  std::vector<std::uint8_t> bytes;
+  REQUIRE(cv::imencode(ext, bgr, bytes, params));
+  std::vector<std::byte> out(bytes.size());
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+// A test picture: a smooth dark background and a white square near the top
+// left, so that a misplaced crop shows as a moved square.
+cv::Mat picture(int width, int height) {
+  cv::Mat bgr(height, width, CV_8UC3);
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      bgr.at<cv::Vec3b>(y, x) = cv::Vec3b(static_cast<std::uint8_t>(x * 100 / width),
+                                          static_cast<std::uint8_t>(y * 100 / height), 40);
+    }
+  }
+  cv::rectangle(bgr, cv::Rect(width / 4, height / 4, width / 5, height / 5), cv::Scalar(255, 255, 255), cv::FILLED);
+  return bgr;
+}
+
+// The centre of the bright pixels, or (-1, -1) if there are none.
+cv::Point2d bright_centroid(const cv::Mat& rgb) {
+  cv::Mat grey, mask;
+  cv::cvtColor(rgb, grey, cv::COLOR_RGB2GRAY);
+  cv::threshold(grey, mask, 180, 255, cv::THRESH_BINARY);
+  cv::Moments m = cv::moments(mask, true);
+  if (m.m00 < 4) return {-1, -1};
+  return {m.m10 / m.m00, m.m01 / m.m00};
+}
+
+cv::Mat run(ImageAugmenter& augmenter, const std::vector<std::byte>& bytes, std::uint64_t seed = 1) {
+  int size = augmenter.options().size;
+  cv::Mat out(size, size, CV_8UC3);
+  auto rng = std::mt19937_64(seed);
+  augmenter.augment(bytes, "jpg", rng, out.data);
+  return out;
+}
+
+cv::Scalar mean_rgb(const cv::Mat& rgb) { return cv::mean(rgb); }
+
+// A JPEG in CMYK written with libjpeg, Adobe-style (inverted ink values).
+std::vector<std::byte> cmyk_jpeg(int width, int height, std::uint8_t c, std::uint8_t m, std::uint8_t y, std::uint8_t k) {
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr jerr;
+  cinfo.err = jpeg_std_error(&jerr);
+  jpeg_create_compress(&cinfo);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &buffer, &size);
+  cinfo.image_width = width;
+  cinfo.image_height = height;
+  cinfo.input_components = 4;
+  cinfo.in_color_space = JCS_CMYK;
+  jpeg_set_defaults(&cinfo);
+  jpeg_set_quality(&cinfo, 95, TRUE);
+  jpeg_start_compress(&cinfo, TRUE);
+  std::vector<unsigned char> row(static_cast<std::size_t>(width) * 4);
+  for (int x = 0; x < width; ++x) {
+    row[x * 4 + 0] = c;
+    row[x * 4 + 1] = m;
+    row[x * 4 + 2] = y;
+    row[x * 4 + 3] = k;
+  }
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW r = row.data();
+    jpeg_write_scanlines(&cinfo, &r, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  std::vector<std::byte> out(size);
+  std::memcpy(out.data(), buffer, size);
+  std::free(buffer);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("colours of every kind of input come out RGB") {
+  AugmentOptions options;
+  options.size = 32;
+  options.validation = true;
+  ImageAugmenter augmenter(options);
+  cv::Mat red(120, 160, CV_8UC3, cv::Scalar(20, 30, 220));  // BGR: mostly red
+
+  auto check_red = [&](const cv::Mat& out) {
+    cv::Scalar m = mean_rgb(out);
+    CHECK(m[0] == doctest::Approx(220).epsilon(0.03));
+    CHECK(m[1] == doctest::Approx(30).epsilon(0.15));
+    CHECK(m[2] == doctest::Approx(20).epsilon(0.2));
+  };
+  SUBCASE("baseline JPEG") { check_red(run(augmenter, encode(red, ".jpg"))); }
+  SUBCASE("progressive JPEG") { check_red(run(augmenter, encode(red, ".jpg", {cv::IMWRITE_JPEG_PROGRESSIVE, 1}))); }
+  SUBCASE("PNG") { check_red(run(augmenter, encode(red, ".png"))); }
+  SUBCASE("PPM") { check_red(run(augmenter, encode(red, ".ppm"))); }
+  SUBCASE("16-bit PNG") {
+    cv::Mat deep;
+    red.convertTo(deep, CV_16U, 257.0);
+    check_red(run(augmenter, encode(deep, ".png")));
+  }
+  SUBCASE("PNG with alpha") {
+    cv::Mat bgra;
+    cv::cvtColor(red, bgra, cv::COLOR_BGR2BGRA);
+    check_red(run(augmenter, encode(bgra, ".png")));
+  }
+  SUBCASE("greyscale JPEG") {
+    cv::Mat grey(100, 100, CV_8UC1, cv::Scalar(90));
+    cv::Scalar m = mean_rgb(run(augmenter, encode(grey, ".jpg")));
+    CHECK(m[0] == doctest::Approx(90).epsilon(0.03));
+    CHECK(m[1] == doctest::Approx(m[0]));
+    CHECK(m[2] == doctest::Approx(m[0]));
+  }
+  SUBCASE("CMYK JPEG (Adobe inverted)") {
+    // Stored inverted: C=255 (no cyan), M=55, Y=55 -> R = 255, G = B = 55 at K=255 (no black).
+    cv::Scalar m = mean_rgb(run(augmenter, cmyk_jpeg(64, 48, 255, 55, 55, 255)));
+    CHECK(m[0] == doctest::Approx(255).epsilon(0.03));
+    CHECK(m[1] == doctest::Approx(55).epsilon(0.1));
+    CHECK(m[2] == doctest::Approx(55).epsilon(0.1));
+  }
+}
+
+TEST_CASE("the region decoder crops what a full decode would") {
+  cv::Mat bgr = picture(640, 480);
+  auto jpeg = encode(bgr, ".jpg", {cv::IMWRITE_JPEG_QUALITY, 95});
+  for (bool validation : {true, false}) {
+    for (int size : {64, 224}) {
+      CAPTURE(validation);
+      CAPTURE(size);
+      AugmentOptions options;
+      options.size = size;
+      options.validation = validation;
+      options.flip_probability = 0;  // compare crops only
+      ImageAugmenter augmenter(options);
+      for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+        CAPTURE(seed);
+        cv::Mat fast = run(augmenter, jpeg, seed);
+        // The same crop from a full OpenCV decode, resized the same way.
+        auto rng = std::mt19937_64(seed);
+        CropBox box = validation ? center_crop_after_resize(640, 480, static_cast<int>(std::lround(size * 256.0 / 224)), size)
+                                 : random_resized_crop(640, 480, options.crop, rng);
+        cv::Mat full = cv::imdecode(cv::Mat(1, static_cast<int>(jpeg.size()), CV_8U, jpeg.data()), cv::IMREAD_COLOR);
+        cv::Mat rgb, reference;
+        cv::cvtColor(full(cv::Rect(box.x, box.y, box.width, box.height)), rgb, cv::COLOR_BGR2RGB);
+        cv::resize(rgb, reference, cv::Size(size, size), 0, 0, cv::INTER_AREA);
+        cv::Mat diff;
+        cv::absdiff(fast, reference, diff);
+        CHECK(cv::mean(diff)[0] < 6.0);
+        // DCT downscaling filters differently from INTER_AREA, but the square
+        // must land where a full decode puts it.
+        cv::Point2d expected = bright_centroid(reference), actual = bright_centroid(fast);
+        if (expected.x >= 0) {
+          CHECK(std::abs(actual.x - expected.x) < 1.0);
+          CHECK(std::abs(actual.y - expected.y) < 1.0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("training transform") {
+  AugmentOptions options;
+  options.size = 48;
+  ImageAugmenter augmenter(options);
+  auto jpeg = encode(picture(300, 200), ".jpg");
+  SUBCASE("the same seed gives the same image, another seed another") {
+    cv::Mat a = run(augmenter, jpeg, 11), b = run(augmenter, jpeg, 11), c = run(augmenter, jpeg, 12);
+    CHECK(cv::norm(a, b, cv::NORM_L1) == 0);
+    CHECK(cv::norm(a, c, cv::NORM_L1) > 0);
+  }
+  SUBCASE("flipping mirrors the image") {
+    options.flip_probability = 1.0;
+    ImageAugmenter always(options);
+    options.flip_probability = 0.0;
+    ImageAugmenter never(options);
+    cv::Mat flipped = run(always, jpeg, 5), plain = run(never, jpeg, 5), mirrored;
+    cv::flip(plain, mirrored, 1);
+    CHECK(cv::norm(flipped, mirrored, cv::NORM_L1) == 0);
+  }
+  SUBCASE("tiny images are scaled up") {
+    cv::Mat out = run(augmenter, encode(picture(9, 7), ".jpg"));
+    CHECK(out.rows == 48);
+  }
+}
+
+TEST_CASE("bad images are refused with a reason") {
+  AugmentOptions options;
+  options.size = 32;
+  ImageAugmenter augmenter(options);
+  auto jpeg = encode(picture(200, 150), ".jpg");
+  auto reason = [&](const std::vector<std::byte>& bytes) -> std::string {
+    try {
+      (void)run(augmenter, bytes);
+    } catch (const SampleError& e) {
+      return e.reason();
+    }
+    return "accepted";
+  };
+  SUBCASE("empty") { CHECK(reason({}) == "empty"); }
+  SUBCASE("truncated JPEG") {
+    auto cut = jpeg;
+    cut.resize(cut.size() / 2);
+    CHECK(reason(cut) == "truncated");
+  }
+  SUBCASE("a JPEG header followed by garbage") {
+    auto bad = jpeg;
+    for (std::size_t i = 20; i < bad.size(); ++i) bad[i] = static_cast<std::byte>(i * 31);
+    CHECK(reason(bad) == "undecodable");
+  }
+  SUBCASE("not an image") { CHECK(reason(std::vector<std::byte>(100, std::byte{'x'})) == "undecodable"); }
+  SUBCASE("too many pixels") {
+    options.max_pixels = 1000;
+    ImageAugmenter strict(options);
+    cv::Mat out(32, 32, CV_8UC3);
+    auto rng = std::mt19937_64(1);
+    CHECK_THROWS_WITH_AS(strict.augment(jpeg, "jpg", rng, out.data), doctest::Contains("200x150"), SampleError);
+  }
+  SUBCASE("the decoder recovers after a bad image") {
+    auto cut = jpeg;
+    cut.resize(cut.size() / 3);
+    CHECK(reason(cut) != "accepted");
+    CHECK(reason(jpeg) == "accepted");
+  }
+}

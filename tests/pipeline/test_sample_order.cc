@@ -1,0 +1,64 @@
+// Epoch orders, rank splits, resampling and the shuffle buffer.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "sample_order.h"
+
+using namespace tensorcom::pipeline;
+
+TEST_CASE("epoch units") {
+  OrderOptions o;
+  o.seed = 5;
+  SUBCASE("every unit once, in a different order each epoch") {
+    auto e0 = epoch_units(100, 0, o), e1 = epoch_units(100, 1, o);
+    auto s0 = e0, s1 = e1;
+    std::sort(s0.begin(), s0.end());
+    std::sort(s1.begin(), s1.end());
+    for (std::size_t i = 0; i < 100; ++i) REQUIRE(s0[i] == i);
+    CHECK(s0 == s1);
+    CHECK(e0 != e1);
+    CHECK(epoch_units(100, 0, o) == e0);
+  }
+  SUBCASE("no shuffling keeps the given order") {
+    o.shuffle_units = false;
+    CHECK(epoch_units(4, 3, o) == std::vector<std::size_t>{0, 1, 2, 3});
+  }
+  SUBCASE("ranks split the units without overlap") {
+    o.world = 3;
+    std::multiset<std::size_t> all;
+    for (std::size_t rank = 0; rank < 3; ++rank) {
+      o.rank = rank;
+      for (std::size_t u : epoch_units(10, 2, o)) all.insert(u);
+    }
+    CHECK(all.size() == 10);
+    CHECK(std::set<std::size_t>(all.begin(), all.end()).size() == 10);
+  }
+  SUBCASE("resampling draws with replacement") {
+    o.resample = true;
+    auto drawn = epoch_units(50, 0, o);
+    CHECK(drawn.size() == 50);
+    CHECK(std::set<std::size_t>(drawn.begin(), drawn.end()).size() < 50);
+    CHECK(std::all_of(drawn.begin(), drawn.end(), [](std::size_t u) { return u < 50; }));
+  }
+}
+
+TEST_CASE("shuffle buffer") {
+  ShuffleBuffer<int> buffer(10, std::mt19937_64(1));
+  std::vector<int> out;
+  for (int i = 0; i < 100; ++i) {
+    if (auto x = buffer.add(i)) out.push_back(*x);
+  }
+  CHECK(out.size() == 90);
+  while (auto x = buffer.drain()) out.push_back(*x);
+  std::vector<int> sorted = out;
+  std::sort(sorted.begin(), sorted.end());
+  for (int i = 0; i < 100; ++i) REQUIRE(sorted[i] == i);
+  CHECK(out != sorted);
+  SUBCASE("capacity 0 passes samples straight through") {
+    ShuffleBuffer<int> none(0, std::mt19937_64(1));
+    CHECK(none.add(4) == 4);
+    CHECK_FALSE(none.drain().has_value());
+  }
+}
