@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <cstdint>
+#include <cstring>
 #include <numeric>
 
 #include "tensorcom/tenbin.h"
@@ -227,6 +229,16 @@ TEST_CASE("multipart frames") {
     CHECK(list[1].same_as(b));
     CHECK(list[0].data() == a.data());
     CHECK(list[0].owner() == a.owner());
+  }
+  SUBCASE("a data frame at an odd address is copied so that typed access is aligned") {
+    std::vector<std::byte> unaligned(b.nbytes() + 1);
+    std::memcpy(unaligned.data() + 1, b.data(), b.nbytes());
+    std::vector<FrameView> odd{{hb, nullptr}, {std::span(unaligned).subspan(1), nullptr}};
+    TensorList list = decode_frames(odd);
+    REQUIRE(list.size() == 1);
+    CHECK(list[0].same_as(b));
+    CHECK(reinterpret_cast<std::uintptr_t>(list[0].data()) % alignof(std::int32_t) == 0);
+    CHECK(list[0].data() != unaligned.data() + 1);
   }
   SUBCASE("decode_message tells single from multipart") {
     CHECK(decode_message(frames).size() == 2);

@@ -5,6 +5,8 @@
 
 #include <bit>
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -65,6 +67,11 @@ std::size_t padded(std::size_t n) noexcept { return (n + kChunkPadding - 1) / kC
 
 std::string at_tensor(std::size_t index) { return "tensor " + std::to_string(index) + ": "; }
 
+bool aligned_for(DType dtype, const std::byte* data) noexcept {
+  std::size_t alignment = std::clamp<std::size_t>(itemsize(dtype), 1, alignof(std::max_align_t));
+  return reinterpret_cast<std::uintptr_t>(data) % alignment == 0;
+}
+
 // Pairs header and data payloads into views. `data_owner` keeps data alive.
 Tensor make_view(std::size_t index, std::span<const std::byte> header, std::uint64_t header_offset,
                  std::span<const std::byte> data, std::uint64_t data_offset, std::shared_ptr<const void> data_owner,
@@ -80,6 +87,14 @@ Tensor make_view(std::size_t index, std::span<const std::byte> header, std::uint
                           format_shape(h.shape) + " of " + std::string(dtype_name(h.dtype)) + " needs " +
                           std::to_string(h.data_size),
                       data_offset);
+  }
+  // ZeroMQ hands over small messages as slices of its receive buffer at any
+  // byte offset; typed access to a float or int tensor there would be
+  // misaligned, so such (small) payloads are copied into aligned memory.
+  if (!aligned_for(h.dtype, data.data())) {
+    Tensor copy = Tensor::allocate(h.dtype, std::move(h.shape), h.info);
+    if (copy.nbytes() != 0) std::memcpy(copy.data(), data.data(), copy.nbytes());
+    return copy;
   }
   // The tensor aliases the input; its writability is the owner's business.
   auto* ptr = const_cast<std::byte*>(data.data());

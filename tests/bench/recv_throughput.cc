@@ -30,17 +30,20 @@ int main(int argc, char** argv) {
     for (std::uint64_t i = 0; i < warmup; ++i) {
       if (!connection.recv(timeout)) throw TimeoutError("no batch from " + connection.describe());
     }
-    std::uint64_t bytes = 0;
+    std::uint64_t bytes = 0, samples = 0;
     auto start = std::chrono::steady_clock::now();
     for (std::uint64_t i = 0; i < count; ++i) {
       auto batch = connection.recv(timeout);
       if (!batch) throw TimeoutError("no batch from " + connection.describe());
       bytes += batch_bytes(*batch);
+      samples += batch_size(*batch);
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("{\"batches\":%llu,\"bytes\":%llu,\"seconds\":%.6f,\"gb_per_s\":%.4f,\"malformed\":%llu}\n",
-                static_cast<unsigned long long>(count), static_cast<unsigned long long>(bytes), seconds,
-                static_cast<double>(bytes) / seconds / 1e9,
+    std::printf(
+        "{\"batches\":%llu,\"bytes\":%llu,\"seconds\":%.6f,\"gb_per_s\":%.4f,\"samples_per_s\":%.1f,"
+        "\"malformed\":%llu}\n",
+        static_cast<unsigned long long>(count), static_cast<unsigned long long>(bytes), seconds,
+        static_cast<double>(bytes) / seconds / 1e9, static_cast<double>(samples) / seconds,
                 static_cast<unsigned long long>(connection.malformed().total()));
     return 0;
   } catch (const Error& e) {

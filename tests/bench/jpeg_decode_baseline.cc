@@ -1,0 +1,67 @@
+// jpeg-decode-baseline SHARD.tar...: decodes every JPEG of the shards at full
+// size to RGB with TurboJPEG on the calling thread, and prints one JSON line
+// with images/s. The reference point of the augmentation benchmark: what a
+// server would manage if it decoded every pixel.
+#include <archive.h>
+#include <archive_entry.h>
+#include <turbojpeg.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+// Every .jpg/.jpeg member of the shards, in memory, so that timing sees decoding only.
+std::vector<std::vector<unsigned char>> load_jpegs(int argc, char** argv) {
+  std::vector<std::vector<unsigned char>> jpegs;
+  for (int i = 1; i < argc; ++i) {
+    std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
+    archive_read_support_filter_all(a.get());
+    archive_read_support_format_tar(a.get());
+    if (archive_read_open_filename(a.get(), argv[i], 1 << 20) != ARCHIVE_OK) {
+      std::fprintf(stderr, "jpeg-decode-baseline: cannot open %s\n", argv[i]);
+      std::exit(1);
+    }
+    archive_entry* e;
+    while (archive_read_next_header(a.get(), &e) == ARCHIVE_OK) {
+      std::string name = archive_entry_pathname(e);
+      if (!name.ends_with(".jpg") && !name.ends_with(".jpeg")) continue;
+      std::vector<unsigned char> bytes(static_cast<std::size_t>(archive_entry_size(e)));
+      if (archive_read_data(a.get(), bytes.data(), bytes.size()) != static_cast<la_ssize_t>(bytes.size())) break;
+      jpegs.push_back(std::move(bytes));
+    }
+  }
+  return jpegs;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto jpegs = load_jpegs(argc, argv);
+  if (jpegs.empty()) {
+    std::fprintf(stderr, "usage: jpeg-decode-baseline SHARD.tar... (no JPEGs found)\n");
+    return 1;
+  }
+  std::unique_ptr<void, int (*)(tjhandle)> tj(tjInitDecompress(), tjDestroy);
+  std::vector<unsigned char> rgb;
+  std::size_t pixels = 0, failures = 0;
+  auto start = std::chrono::steady_clock::now();
+  for (const auto& jpeg : jpegs) {
+    int width = 0, height = 0, subsampling = 0, colorspace = 0;
+    if (tjDecompressHeader3(tj.get(), jpeg.data(), jpeg.size(), &width, &height, &subsampling, &colorspace) != 0) {
+      ++failures;
+      continue;
+    }
+    rgb.resize(static_cast<std::size_t>(width) * height * 3);
+    if (tjDecompress2(tj.get(), jpeg.data(), jpeg.size(), rgb.data(), width, 0, height, TJPF_RGB, 0) != 0) ++failures;
+    pixels += static_cast<std::size_t>(width) * height;
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("{\"images\":%zu,\"failures\":%zu,\"seconds\":%.4f,\"images_per_s\":%.1f,\"mpixels_per_s\":%.1f}\n",
+              jpegs.size(), failures, seconds, jpegs.size() / seconds, pixels / seconds / 1e6);
+  return 0;
+}

@@ -1,0 +1,280 @@
+"""make-shards: webdataset shards from synthetic images, ImageFolder trees and lists.
+
+Environment:
+  TENSORCOM_BUILD_DIR   the meson build dir (tools/make_shards/make-shards)
+
+Shards are read back with Python's tarfile and grouped into samples with
+webdataset's own rule (the key of a member is its path up to the first dot of
+its base name; consecutive members with one key form a sample), so the test
+needs neither webdataset nor network access. Images are decoded with cv2.
+"""
+
+import os
+import re
+import subprocess
+import tarfile
+
+import cv2
+import numpy as np
+import pytest
+
+BUILD_DIR = os.environ.get("TENSORCOM_BUILD_DIR", "")
+MAKE_SHARDS = os.path.join(BUILD_DIR, "tools", "make_shards", "make-shards")
+
+if not os.access(MAKE_SHARDS, os.X_OK):
+    pytest.skip(f"no make-shards binary at {MAKE_SHARDS!r} (set TENSORCOM_BUILD_DIR)", allow_module_level=True)
+
+PROC_TIMEOUT_S = 120
+
+
+def run(*args, cwd=None):
+    return subprocess.run([MAKE_SHARDS, *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          timeout=PROC_TIMEOUT_S)
+
+
+def make_shards(*args, cwd=None):
+    """Runs make-shards, which must succeed; returns its stdout."""
+    result = run(*args, cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def shard_paths(folder):
+    return sorted(os.path.join(folder, name) for name in os.listdir(folder) if name.endswith(".tar"))
+
+
+def base_plus_ext(path):
+    """webdataset.tariterators.base_plus_ext."""
+    match = re.match(r"^((?:.*/|)[^.]+)[.]([^/]*)$", path)
+    return (match.group(1), match.group(2)) if match else (None, None)
+
+
+def read_samples(shard):
+    """The samples of a shard as webdataset groups them: [(key, {ext: bytes})]."""
+    samples = []
+    with tarfile.open(shard) as tar:
+        for member in tar:
+            assert member.isfile(), member.name
+            assert (member.mode, member.uid, member.gid, member.mtime) == (0o644, 0, 0, 0), member.name
+            key, ext = base_plus_ext(member.name)
+            assert key is not None, member.name
+            if not samples or samples[-1][0] != key:
+                samples.append((key, {}))
+            assert ext not in samples[-1][1], f"{member.name} repeated"
+            samples[-1][1][ext] = tar.extractfile(member).read()
+    return samples
+
+
+def read_all(folder):
+    return [sample for shard in shard_paths(folder) for sample in read_samples(shard)]
+
+
+def decode(jpeg):
+    image = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
+    assert image is not None
+    return image
+
+
+def file_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def test_synthetic_fills_shards_up_to_maxcount(tmp_path):
+    out = make_shards("--synthetic", 25, "--maxcount", 10, "--classes", 4, "-o", tmp_path / "a" / "b" / "s-%06d.tar")
+    folder = tmp_path / "a" / "b"
+    shards = shard_paths(folder)
+    assert [os.path.basename(s) for s in shards] == ["s-000000.tar", "s-000001.tar", "s-000002.tar"]
+    assert [len(read_samples(s)) for s in shards] == [10, 10, 5]
+    samples = read_all(folder)
+    assert [key for key, _ in samples] == [f"synthetic/{i:08d}" for i in range(25)]
+    for key, members in samples:
+        assert set(members) == {"jpg", "cls"}
+        assert members["jpg"][:3] == b"\xff\xd8\xff"
+        assert re.fullmatch(rb"[0-9]+", members["cls"]), members["cls"]
+    labels = [int(members["cls"]) for _, members in samples]
+    assert set(labels) == {0, 1, 2, 3}
+    # The summary: one line a shard with its real size, then the total.
+    lines = out.strip().splitlines()
+    assert len(lines) == 4
+    for line, shard, count in zip(lines, shards, [10, 10, 5]):
+        assert line == f"{shard}: {count} samples, {os.path.getsize(shard)} bytes"
+    assert lines[-1].startswith("total: 25 samples, ")
+    assert not [name for name in os.listdir(folder) if name.endswith(".partial")]
+
+
+def test_maxsize_splits_shards(tmp_path):
+    make_shards("--synthetic", 20, "--maxsize", "2e5", "--maxcount", 1000, "-o", tmp_path / "m" / "%d.tar")
+    shards = shard_paths(tmp_path / "m")
+    assert len(shards) > 1
+    counts = [len(read_samples(s)) for s in shards]
+    assert sum(counts) == 20
+    for shard, count in zip(shards, counts):
+        assert count == 1 or os.path.getsize(shard) <= 200000
+    # Each shard but the last was closed only because the next sample did not fit.
+    samples = read_all(tmp_path / "m")
+    first = 0
+    for shard, count in zip(shards[:-1], counts[:-1]):
+        next_jpg = len(samples[first + count][1]["jpg"])
+        assert os.path.getsize(shard) + next_jpg + 2048 > 200000  # + headers and padding
+        first += count
+
+
+def test_sample_larger_than_maxsize_goes_alone(tmp_path):
+    out = make_shards("--synthetic", 3, "--maxsize", 1000, "-o", tmp_path / "%d.tar")
+    shards = shard_paths(tmp_path)
+    assert [len(read_samples(s)) for s in shards] == [1, 1, 1]
+    assert out.strip().splitlines()[-1].startswith("total: 3 samples, ")
+
+
+def test_output_is_deterministic(tmp_path):
+    args = ["--synthetic", 12, "--maxcount", 5]
+    make_shards(*args, "-o", tmp_path / "one" / "%03d.tar")
+    make_shards(*args, "-o", tmp_path / "two" / "%03d.tar")
+    make_shards(*args, "--seed", 1, "-o", tmp_path / "seed1" / "%03d.tar")
+    one = [file_bytes(s) for s in shard_paths(tmp_path / "one")]
+    assert one == [file_bytes(s) for s in shard_paths(tmp_path / "two")]
+    seed1 = [file_bytes(s) for s in shard_paths(tmp_path / "seed1")]
+    assert len(seed1) == len(one) and all(a != b for a, b in zip(one, seed1))
+
+
+def test_shuffle_is_deterministic_and_keeps_every_sample(tmp_path):
+    make_shards("--synthetic", 30, "--seed", 5, "-o", tmp_path / "plain" / "%d.tar")
+    make_shards("--synthetic", 30, "--shuffle", "--seed", 5, "-o", tmp_path / "a" / "%d.tar")
+    make_shards("--synthetic", 30, "--shuffle", "--seed", 5, "-o", tmp_path / "b" / "%d.tar")
+    make_shards("--synthetic", 30, "--shuffle", "--seed", 6, "-o", tmp_path / "c" / "%d.tar")
+    plain = read_all(tmp_path / "plain")
+    a, b, c = (read_all(tmp_path / name) for name in "abc")
+    assert a == b
+    assert [k for k, _ in a] != [k for k, _ in plain]
+    assert sorted(k for k, _ in c) == [k for k, _ in plain] and [k for k, _ in a] != [k for k, _ in c]
+    # A synthetic sample depends on the seed and its index, not its place:
+    # shuffling only reorders.
+    assert sorted(a) == plain
+
+
+def test_synthetic_images_are_textured_and_varied(tmp_path):
+    make_shards("--synthetic", 24, "--min-side", 100, "--max-side", 300, "--classes", 3, "-o", tmp_path / "%d.tar")
+    shapes = set()
+    for _, members in read_all(tmp_path):
+        image = decode(members["jpg"])
+        height, width = image.shape[:2]
+        assert 100 <= height <= 300 and 100 <= width <= 300
+        shapes.add((height, width))
+        assert image.std() > 20, "too flat"
+        # Texture, not a gradient: neighbouring pixels differ somewhere in most rows.
+        gray = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY).astype(np.int16)
+        assert np.mean(np.abs(np.diff(gray, axis=1)) > 2) > 0.2
+        assert len(np.unique(image.reshape(-1, 3), axis=0)) > 1000
+    assert len(shapes) > 12
+    assert len({w / h for h, w in shapes}) > 12
+
+
+def synthetic_jpegs(tmp_path, count):
+    """count synthetic JPEG files, as bytes."""
+    make_shards("--synthetic", count, "-o", tmp_path / "source" / "%d.tar")
+    return [members["jpg"] for _, members in read_all(tmp_path / "source")]
+
+
+def write(path, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def test_image_folder(tmp_path):
+    jpegs = synthetic_jpegs(tmp_path, 6)
+    root = tmp_path / "train"
+    # Byte order of class names: "Mango" < "apple" < "zebra".
+    write(root / "zebra" / "img.1.JPEG", jpegs[0])
+    write(root / "zebra" / "b.jpg", jpegs[1])
+    write(root / "apple" / "x.jpg", jpegs[2])
+    png = cv2.imencode(".png", decode(jpegs[3]))[1].tobytes()
+    write(root / "Mango" / "p.PNG", png)
+    write(root / "Mango" / "notes.txt", b"not an image")
+    write(root / "Mango" / ".hidden.jpg", jpegs[4])
+    write(root / "apple" / "a.jpeg", jpegs[5])
+    make_shards(root, "-o", tmp_path / "out" / "%d.tar")
+    samples = read_all(tmp_path / "out")
+    got = [(key, sorted(members), int(members["cls"])) for key, members in samples]
+    assert got == [
+        ("Mango/p", ["cls", "png"], 0),
+        ("apple/a", ["cls", "jpg"], 1),
+        ("apple/x", ["cls", "jpg"], 1),
+        ("zebra/b", ["cls", "jpg"], 2),
+        ("zebra/img_1", ["cls", "jpg"], 2),
+    ]
+    images = {key: members.get("jpg", members.get("png")) for key, members in samples}
+    assert images == {"Mango/p": png, "apple/a": jpegs[5], "apple/x": jpegs[2], "zebra/b": jpegs[1],
+                      "zebra/img_1": jpegs[0]}
+
+
+def test_image_folder_refuses_colliding_keys(tmp_path):
+    jpegs = synthetic_jpegs(tmp_path, 2)
+    write(tmp_path / "train" / "c" / "a.b.jpg", jpegs[0])
+    write(tmp_path / "train" / "c" / "a_b.jpg", jpegs[1])
+    result = run(tmp_path / "train", "-o", tmp_path / "out" / "%d.tar")
+    assert result.returncode == 1
+    assert "c/a_b" in result.stderr
+
+
+def test_list_file(tmp_path):
+    jpegs = synthetic_jpegs(tmp_path, 3)
+    lists = tmp_path / "lists"
+    write(lists / "imgs" / "one.v2.JPG", jpegs[0])
+    write(lists / "imgs" / "two words.jpeg", jpegs[1])
+    write(tmp_path / "elsewhere" / "three.jpg", jpegs[2])
+    (lists / "train.txt").write_text(
+        "# path label\n"
+        "\n"
+        "imgs/one.v2.JPG 3\n"
+        "  imgs/two words.jpeg\t7\r\n"
+        f"{tmp_path / 'elsewhere' / 'three.jpg'} 1\n")
+    # Paths are relative to the list's folder, not the working directory.
+    make_shards("--list", "lists/train.txt", "-o", "out/%d.tar", cwd=tmp_path)
+    samples = read_all(tmp_path / "out")
+    assert [(key, int(m["cls"]), m["jpg"]) for key, m in samples] == [
+        ("imgs/one_v2", 3, jpegs[0]),
+        ("imgs/two words", 7, jpegs[1]),
+        (str(tmp_path / "elsewhere" / "three").lstrip("/"), 1, jpegs[2]),
+    ]
+
+
+def test_list_file_malformed_line(tmp_path):
+    jpegs = synthetic_jpegs(tmp_path, 1)
+    write(tmp_path / "a.jpg", jpegs[0])
+    (tmp_path / "list.txt").write_text("a.jpg 0\n# fine\na.jpg cat\n")
+    result = run("--list", tmp_path / "list.txt", "-o", tmp_path / "out" / "%d.tar")
+    assert result.returncode == 1
+    assert f"{tmp_path / 'list.txt'}:3:" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_unreadable_input_names_the_file(tmp_path):
+    (tmp_path / "list.txt").write_text("missing.jpg 0\n")
+    result = run("--list", tmp_path / "list.txt", "-o", tmp_path / "out" / "%d.tar")
+    assert result.returncode == 1
+    assert "missing.jpg" in result.stderr
+    assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
+
+
+def test_empty_input_is_an_error(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = run(tmp_path / "empty", "-o", tmp_path / "out" / "%d.tar")
+    assert result.returncode == 1 and "no samples" in result.stderr
+    (tmp_path / "list.txt").write_text("# nothing\n\n")
+    assert run("--list", tmp_path / "list.txt").returncode == 1
+
+
+@pytest.mark.parametrize("pattern", ["shard.tar", "shard-%d-%d.tar", "shard-%s.tar", "shard-%ld.tar"])
+def test_output_pattern_needs_one_integer_conversion(tmp_path, pattern):
+    result = run("--synthetic", 1, "-o", tmp_path / pattern)
+    assert result.returncode == 1
+    assert "output pattern" in result.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_usage_errors(tmp_path):
+    assert run().returncode == 2
+    assert run("--synthetic", 1, "--list", tmp_path / "x").returncode == 2
+    assert run(tmp_path, "--quality", 50).returncode == 2
+    assert run("--help").returncode == 0

@@ -1,0 +1,121 @@
+#include "batch_source.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <iostream>
+
+#include "json.h"
+
+namespace po = boost::program_options;
+
+namespace tensorcom::tools {
+
+namespace {
+
+// Longest --timeout accepted: a day, so that the milliseconds fit anywhere.
+constexpr double kMaxTimeoutSeconds = 86400;
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+void on_stop_signal(int signal) { g_stop_signal = signal; }
+
+// Without SA_RESTART, so that a wait in recv() returns with EINTR; with
+// SA_RESETHAND, so that a second signal ends a process stuck elsewhere.
+void install_stop_handlers() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+ConnectionOptions connection_options() {
+  ConnectionOptions options;
+  options.timeout = std::nullopt;  // BatchSource handles silence itself
+  options.linger = Milliseconds(0);  // nothing is ever sent: closing need not wait
+  return options;
+}
+
+std::vector<std::string> urls_or_default(const std::vector<std::string>& urls) {
+  return urls.empty() ? std::vector<std::string>{kDefaultUrl} : urls;
+}
+
+}  // namespace
+
+void add_source_options(po::options_description& options, SourceOptions& source) {
+  options.add_options()("timeout,t", po::value(&source.timeout_s)->default_value(source.timeout_s),
+                        "seconds without a batch before saying so")(
+      "timeout-exit", po::bool_switch(&source.timeout_exit), "exit with status 2 after that silence, not wait on");
+}
+
+std::optional<po::variables_map> parse_command_line(int argc, char** argv, const std::string& usage,
+                                                    const po::options_description& visible, SourceOptions& source) {
+  po::options_description all(visible);
+  all.add_options()("url", po::value(&source.urls), "URL patterns");
+  po::positional_options_description positional;
+  positional.add("url", -1);
+  po::variables_map vars;
+  po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vars);
+  if (vars.count("help")) {
+    std::cout << usage << '\n' << visible;
+    return std::nullopt;
+  }
+  po::notify(vars);
+  if (!(source.timeout_s > 0 && source.timeout_s <= kMaxTimeoutSeconds)) {
+    throw po::error("--timeout must be a number of seconds in (0, " + format_seconds(kMaxTimeoutSeconds) + "]");
+  }
+  return vars;
+}
+
+BatchSource::BatchSource(std::string tool, const SourceOptions& options)
+    : tool_(std::move(tool)), options_(options), connection_(urls_or_default(options.urls), connection_options()) {
+  install_stop_handlers();
+}
+
+std::optional<TensorList> BatchSource::next() {
+  const auto timeout = std::chrono::round<Milliseconds>(std::chrono::duration<double>(options_.timeout_s));
+  double silent_s = 0;
+  while (!g_stop_signal) {
+    std::optional<TensorList> batch;
+    try {
+      batch = connection_.recv(timeout);
+    } catch (const TransportError& e) {
+      if (e.code() == EINTR && g_stop_signal) break;
+      throw;
+    }
+    if (batch) return batch;
+    silent_s += options_.timeout_s;
+    report_silence(silent_s);
+    if (options_.timeout_exit) {
+      end_ = SourceEnd::kSilent;
+      return std::nullopt;
+    }
+  }
+  end_ = SourceEnd::kInterrupted;
+  return std::nullopt;
+}
+
+int BatchSource::exit_status() const noexcept {
+  switch (end_) {
+    case SourceEnd::kSilent: return kExitSilent;
+    case SourceEnd::kInterrupted: return kExitInterrupted;
+    case SourceEnd::kNotEnded: break;
+  }
+  return 0;
+}
+
+void BatchSource::report_silence(double silent_s) const {
+  if (before_message_) before_message_();
+  std::cerr << tool_ << ": no batch within " << format_seconds(silent_s) << " s from " << connection_.describe()
+            << (options_.timeout_exit ? " (giving up)" : " (still waiting)") << std::endl;
+}
+
+std::string format_seconds(double seconds) {
+  // Rounded to milliseconds, so that 3 x 0.1 s reads "0.3", not "0.30000000000000004".
+  return json_number(std::round(seconds * 1000) / 1000);
+}
+
+}  // namespace tensorcom::tools

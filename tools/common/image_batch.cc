@@ -1,0 +1,107 @@
+#include "image_batch.h"
+
+#include <bit>
+#include <cmath>
+
+namespace tensorcom::tools {
+
+namespace {
+
+bool is_channel_count(std::int64_t n) noexcept { return n == 1 || n == 3 || n == 4; }
+
+bool is_image_dtype(DType dtype) noexcept { return dtype == DType::kUInt8 || is_float(dtype); }
+
+}  // namespace
+
+std::string_view layout_name(ImageLayout layout) noexcept {
+  switch (layout) {
+    case ImageLayout::kBHWC: return "BHWC";
+    case ImageLayout::kBCHW: return "BCHW";
+    case ImageLayout::kBHW: return "BHW";
+  }
+  return "?";
+}
+
+bool is_integer(DType dtype) noexcept { return !is_float(dtype); }
+
+bool is_float(DType dtype) noexcept {
+  return dtype == DType::kFloat16 || dtype == DType::kFloat32 || dtype == DType::kFloat64;
+}
+
+std::optional<ImageTensorInfo> image_layout(const Tensor& tensor, std::size_t index) {
+  if (!is_image_dtype(tensor.dtype()) || tensor.numel() == 0) return std::nullopt;
+  const Shape& s = tensor.shape();
+  ImageTensorInfo info;
+  info.index = index;
+  if (s.size() == 3) {
+    info.layout = ImageLayout::kBHW;
+    info.batch = s[0];
+    info.height = s[1];
+    info.width = s[2];
+    info.channels = 1;
+    return info;
+  }
+  if (s.size() != 4) return std::nullopt;
+  info.batch = s[0];
+  if (is_channel_count(s[3])) {
+    info.layout = ImageLayout::kBHWC;
+    info.height = s[1];
+    info.width = s[2];
+    info.channels = s[3];
+    return info;
+  }
+  if (is_channel_count(s[1])) {
+    info.layout = ImageLayout::kBCHW;
+    info.channels = s[1];
+    info.height = s[2];
+    info.width = s[3];
+    return info;
+  }
+  return std::nullopt;
+}
+
+std::optional<ImageTensorInfo> find_images(std::span<const Tensor> batch) {
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (auto info = image_layout(batch[i], i)) return info;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::size_t> find_labels(std::span<const Tensor> batch, std::int64_t batch_size) {
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const Tensor& t = batch[i];
+    if (is_integer(t.dtype()) && t.ndim() == 1 && t.dim(0) == batch_size) return i;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::int64_t> integer_values(const Tensor& tensor) {
+  if (!is_integer(tensor.dtype())) {
+    throw ArgumentError("integer_values: " + describe_tensor(tensor) + " is not an integer tensor");
+  }
+  return visit_values(tensor, [](auto values) {
+    std::vector<std::int64_t> out(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) out[i] = static_cast<std::int64_t>(values[i]);
+    return out;
+  });
+}
+
+float half_to_float(std::uint16_t half) noexcept {
+  const std::uint32_t sign = static_cast<std::uint32_t>(half & 0x8000u) << 16;
+  const std::uint32_t exponent = (half >> 10) & 0x1Fu;
+  const std::uint32_t mantissa = half & 0x3FFu;
+  if (exponent == 0x1F) {  // infinity or NaN: keep the payload
+    return std::bit_cast<float>(sign | 0x7F800000u | (mantissa << 13));
+  }
+  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in float
+    float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign ? -magnitude : magnitude;
+  }
+  return std::bit_cast<float>(sign | ((exponent + 127 - 15) << 23) | (mantissa << 13));
+}
+
+std::string describe_tensor(const Tensor& tensor) {
+  return std::string(dtype_name(tensor.dtype())) + " " + format_shape(tensor.shape());
+}
+
+}  // namespace tensorcom::tools

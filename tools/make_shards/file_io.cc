@@ -1,0 +1,90 @@
+#include "file_io.h"
+
+#include <cerrno>
+#include <memory>
+#include <system_error>
+#include <utility>
+
+#include "tensorcom/error.h"
+
+namespace make_shards {
+
+namespace {
+
+// Closes the FILE* of a read on every exit path.
+struct FileCloser {
+  void operator()(std::FILE* file) const noexcept { std::fclose(file); }
+};
+using InputFile = std::unique_ptr<std::FILE, FileCloser>;
+
+}  // namespace
+
+Bytes read_file(const std::filesystem::path& path) {
+  InputFile file(std::fopen(path.c_str(), "rb"));
+  if (!file) throw tensorcom::IoError("cannot open " + path.string(), errno);
+  Bytes bytes;
+  unsigned char chunk[1 << 16];
+  for (;;) {
+    std::size_t n = std::fread(chunk, 1, sizeof chunk, file.get());
+    bytes.insert(bytes.end(), chunk, chunk + n);
+    if (n < sizeof chunk) break;
+  }
+  if (std::ferror(file.get())) throw tensorcom::IoError("cannot read " + path.string(), errno);
+  return bytes;
+}
+
+void create_parent_directories(const std::filesystem::path& path) {
+  std::filesystem::path parent = path.parent_path();
+  if (parent.empty()) return;
+  std::error_code error;
+  std::filesystem::create_directories(parent, error);
+  if (error) throw tensorcom::IoError("cannot create folder " + parent.string(), error.value());
+}
+
+StagedFile::StagedFile(std::filesystem::path path) : path_(std::move(path)), partial_(path_.string() + ".partial") {
+  file_ = std::fopen(partial_.c_str(), "wb");
+  if (!file_) throw tensorcom::IoError("cannot create " + partial_.string(), errno);
+  staged_ = true;
+}
+
+StagedFile::StagedFile(StagedFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      partial_(std::move(other.partial_)),
+      file_(std::exchange(other.file_, nullptr)),
+      staged_(std::exchange(other.staged_, false)) {}
+
+StagedFile& StagedFile::operator=(StagedFile&& other) noexcept {
+  if (this != &other) {
+    discard();
+    path_ = std::move(other.path_);
+    partial_ = std::move(other.partial_);
+    file_ = std::exchange(other.file_, nullptr);
+    staged_ = std::exchange(other.staged_, false);
+  }
+  return *this;
+}
+
+StagedFile::~StagedFile() { discard(); }
+
+void StagedFile::discard() noexcept {
+  if (file_) std::fclose(std::exchange(file_, nullptr));
+  if (std::exchange(staged_, false)) std::remove(partial_.c_str());
+}
+
+void StagedFile::write(std::span<const unsigned char> bytes) {
+  if (std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size())
+    throw tensorcom::IoError("cannot write " + partial_.string(), errno);
+}
+
+void StagedFile::commit() {
+  // A full disk may show only now, when the last buffered bytes go out.
+  int code = 0;
+  if (std::fflush(file_) != 0) code = errno;
+  if (std::fclose(std::exchange(file_, nullptr)) != 0 && code == 0) code = errno;
+  if (code != 0) throw tensorcom::IoError("cannot write " + partial_.string(), code);
+  if (std::rename(partial_.c_str(), path_.c_str()) != 0)
+    throw tensorcom::IoError("cannot rename " + partial_.string() + " to " + path_.string(), errno);
+  staged_ = false;
+}
+
+}  // namespace make_shards

@@ -1,0 +1,185 @@
+// make-shards: pack images into webdataset shards (tar files of KEY.jpg and
+// KEY.cls members).
+//   make-shards [options] DIR                 an ImageFolder tree DIR/CLASS/*.jpg
+//   make-shards [options] --list FILE         lines "PATH LABEL"
+//   make-shards [options] --synthetic N       N generated photo-like JPEGs
+// Output is byte-identical from run to run for the same input and options.
+#include <boost/program_options.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <clocale>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "samples.h"
+#include "shard_writer.h"
+#include "synthetic_image.h"
+#include "tar_encoder.h"
+#include "tensorcom/error.h"
+#include "tool_main.h"
+
+namespace po = boost::program_options;
+using namespace make_shards;
+
+namespace {
+
+constexpr const char* kCaption =
+    "usage: make-shards [options] DIR | --list FILE | --synthetic N\n"
+    "Packs an ImageFolder tree (DIR/CLASS/*.{jpg,jpeg,png,ppm}; label = index of CLASS\n"
+    "in sorted order), a list of 'PATH LABEL' lines, or N synthetic JPEGs into webdataset\n"
+    "shards: members KEY.EXT (the image bytes) and KEY.cls (the label)";
+
+constexpr int kMaxSide = 16384;
+
+// Synthetic-only options, refused with the other inputs.
+constexpr const char* kSyntheticOnly[] = {"classes", "min-side", "max-side", "quality"};
+
+po::options_description make_options() {
+  po::options_description options(kCaption);
+  options.add_options()
+      ("help,h", "show this help")
+      ("output,o", po::value<std::string>()->default_value("shards/imagenet-train-%06d.tar"),
+       "shard path pattern with one integer conversion; missing folders are created")
+      ("maxcount", po::value<std::uint64_t>()->default_value(1000), "samples per shard at most")
+      ("maxsize", po::value<std::string>()->default_value("1e9"),
+       "bytes per shard at most (a larger single sample gets a shard of its own); 1e9 style accepted")
+      ("list", po::value<std::string>(), "read samples from this list of 'PATH LABEL' lines")
+      ("synthetic", po::value<std::uint64_t>(), "generate this many synthetic samples")
+      ("shuffle", po::bool_switch(), "shuffle the samples (deterministically, by --seed)")
+      ("seed", po::value<std::uint64_t>()->default_value(0), "seed of --shuffle and of synthetic images")
+      ("mtime", po::value<std::int64_t>()->default_value(0), "modification time of every member (seconds since 1970)")
+      ("classes", po::value<std::int64_t>()->default_value(10), "synthetic: number of classes")
+      ("min-side", po::value<int>()->default_value(160), "synthetic: smallest image width or height")
+      ("max-side", po::value<int>()->default_value(480), "synthetic: largest image width or height")
+      ("quality", po::value<int>()->default_value(90), "synthetic: JPEG quality (1-100)");
+  return options;
+}
+
+// Parses a byte count such as 1000000, 1e9 or 2.5e8. Throws ArgumentError.
+[[nodiscard]] std::uint64_t parse_byte_count(const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  // 2^63 keeps the conversion defined and is far beyond any shard.
+  if (text.empty() || *end != '\0' || errno != 0 || !(value >= 1) || value > 9.2e18 || value != std::floor(value))
+    throw tensorcom::ArgumentError("--maxsize must be a whole number of bytes >= 1, got '" + text + "'");
+  return static_cast<std::uint64_t>(value);
+}
+
+[[nodiscard]] SyntheticImageOptions synthetic_options(const po::variables_map& vars) {
+  SyntheticImageOptions options;
+  options.classes = vars["classes"].as<std::int64_t>();
+  options.min_side = vars["min-side"].as<int>();
+  options.max_side = vars["max-side"].as<int>();
+  options.quality = vars["quality"].as<int>();
+  options.seed = vars["seed"].as<std::uint64_t>();
+  if (options.classes <= 0) throw tensorcom::ArgumentError("--classes must be positive");
+  if (options.min_side <= 0 || options.min_side > options.max_side || options.max_side > kMaxSide)
+    throw tensorcom::ArgumentError("need 0 < --min-side <= --max-side <= " + std::to_string(kMaxSide));
+  if (options.quality < 1 || options.quality > 100) throw tensorcom::ArgumentError("--quality must be in 1..100");
+  return options;
+}
+
+// Throws po::error unless exactly one input is given, and synthetic options
+// only with --synthetic.
+void check_inputs(const po::variables_map& vars) {
+  int inputs = static_cast<int>(vars.count("dir") + vars.count("list") + vars.count("synthetic"));
+  if (inputs != 1) throw po::error("give exactly one of DIR, --list FILE, --synthetic N");
+  if (!vars.count("synthetic")) {
+    for (const char* name : kSyntheticOnly)
+      if (!vars[name].defaulted()) throw po::error(std::string("--") + name + " applies only to --synthetic");
+  }
+}
+
+// The samples the command line asks for, checked and in writing order.
+[[nodiscard]] std::vector<Sample> select_samples(const po::variables_map& vars) {
+  std::vector<Sample> samples;
+  std::string source;
+  if (vars.count("dir")) {
+    source = vars["dir"].as<std::string>();
+    samples = scan_image_folder(source);
+  } else if (vars.count("list")) {
+    source = vars["list"].as<std::string>();
+    samples = read_list_file(source);
+  } else {
+    source = "--synthetic " + std::to_string(vars["synthetic"].as<std::uint64_t>());
+    samples = synthetic_samples(vars["synthetic"].as<std::uint64_t>(), synthetic_options(vars).classes);
+  }
+  if (samples.empty()) throw tensorcom::ArgumentError("no samples in " + source);
+  check_unique_keys(samples);
+  if (vars["shuffle"].as<bool>()) shuffle_samples(samples, vars["seed"].as<std::uint64_t>());
+  return samples;
+}
+
+[[nodiscard]] ShardLimits shard_limits(const po::variables_map& vars) {
+  ShardLimits limits;
+  limits.max_count = vars["maxcount"].as<std::uint64_t>();
+  limits.max_bytes = parse_byte_count(vars["maxsize"].as<std::string>());
+  if (limits.max_count == 0) throw tensorcom::ArgumentError("--maxcount must be positive");
+  return limits;
+}
+
+// The image bytes of a sample, read or generated.
+[[nodiscard]] Bytes image_bytes(const Sample& sample, const SyntheticImageOptions& synthetic) {
+  return sample.file.empty() ? synthetic_jpeg(sample.index, sample.label, synthetic) : read_file(sample.file);
+}
+
+void print_summary(const std::vector<ShardSummary>& shards) {
+  std::uint64_t samples = 0;
+  std::uint64_t bytes = 0;
+  for (const ShardSummary& shard : shards) {
+    std::cout << shard.path << ": " << shard.samples << " samples, " << shard.bytes << " bytes\n";
+    samples += shard.samples;
+    bytes += shard.bytes;
+  }
+  std::cout << "total: " << samples << " samples, " << bytes << " bytes in " << shards.size() << " shards\n";
+}
+
+int run(int argc, char** argv) {
+  po::options_description options = make_options();
+  po::options_description all(options);
+  all.add_options()("dir", po::value<std::string>(), "ImageFolder root");
+  po::positional_options_description positional;
+  positional.add("dir", 1);
+  po::variables_map vars;
+  po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vars);
+  po::notify(vars);
+  if (vars.count("help")) return print_usage(options, true);
+  if (!vars.count("dir") && !vars.count("list") && !vars.count("synthetic")) return print_usage(options, false);
+
+  // Everything that can be refused is checked before the first shard exists,
+  // but for input files that turn out unreadable.
+  check_inputs(vars);
+  ShardPattern pattern(vars["output"].as<std::string>());
+  ShardLimits limits = shard_limits(vars);
+  SyntheticImageOptions synthetic = synthetic_options(vars);
+  std::vector<Sample> samples = select_samples(vars);
+
+  TarEncoder encoder(vars["mtime"].as<std::int64_t>());
+  ShardWriter writer(std::move(pattern), limits);
+  for (const Sample& sample : samples) {
+    Bytes image = image_bytes(sample, synthetic);
+    std::string label = std::to_string(sample.label);
+    const TarMember members[] = {
+        {sample.key + "." + sample.extension, image},
+        {sample.key + ".cls", {reinterpret_cast<const unsigned char*>(label.data()), label.size()}},
+    };
+    writer.add(encoder.encode(members));
+  }
+  print_summary(writer.finish());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // libarchive writes pax path records in UTF-8 by converting from the locale's
+  // charset; under the default "C" locale it would mark every non-ASCII name
+  // hdrcharset=BINARY instead. File names here are taken to be UTF-8.
+  std::setlocale(LC_CTYPE, "C.UTF-8");
+  return tool_main("make-shards", [&] { return run(argc, argv); });
+}

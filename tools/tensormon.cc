@@ -1,0 +1,214 @@
+// tensormon: how fast batches arrive and how big they are, before training.
+//   tensormon                                  the reference's line every 10 batches
+//   tensormon -r 100 'zsub://gpu{1..4}:7880'   several servers, fair-queued
+//   tensormon --json -c 1000 zrpull://*:7880   JSON lines, then a summary, then exit
+// On a terminal the lines become one live line, rewritten in place.
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "batch_source.h"
+#include "json.h"
+#include "tool_main.h"
+
+namespace po = boost::program_options;
+using namespace tensorcom;
+using namespace tensorcom::tools;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How often the live display is redrawn: fast enough to look live, slow
+// enough that the terminal is not the bottleneck.
+constexpr auto kLiveInterval = std::chrono::milliseconds(250);
+constexpr double kBytesPerMegabyte = 1e6;
+
+struct MonitorOptions {
+  SourceOptions source;
+  std::int64_t report = 10;  // a report every N batches
+  std::int64_t count = 0;    // stop after this many batches (0: never)
+  bool json = false;         // JSON lines instead of text
+  bool live = false;         // rewrite one line (stdout is a terminal and not --json)
+};
+
+struct Rates {
+  double batches_per_s = 0;
+  double samples_per_s = 0;
+  double mb_per_s = 0;
+};
+
+// Rates over [from, to] of `batches` batches holding samples and bytes; 0
+// for an empty span.
+Rates rates_over(double seconds, std::uint64_t batches, std::uint64_t samples, std::uint64_t bytes) {
+  if (seconds <= 0) return {};
+  return {static_cast<double>(batches) / seconds, static_cast<double>(samples) / seconds,
+          static_cast<double>(bytes) / seconds / kBytesPerMegabyte};
+}
+
+// The batches since the last report. Its clock starts at a batch's arrival,
+// which it does not count: n batches after it span n intervals.
+class RateWindow {
+ public:
+  void restart(Clock::time_point now) {
+    start_ = now;
+    batches_ = samples_ = bytes_ = 0;
+  }
+  void add(std::uint64_t samples, std::uint64_t bytes) {
+    ++batches_;
+    samples_ += samples;
+    bytes_ += bytes;
+  }
+  [[nodiscard]] Rates rates(Clock::time_point now) const {
+    return rates_over(std::chrono::duration<double>(now - start_).count(), batches_, samples_, bytes_);
+  }
+
+ private:
+  Clock::time_point start_{};
+  std::uint64_t batches_ = 0;
+  std::uint64_t samples_ = 0;
+  std::uint64_t bytes_ = 0;
+};
+
+// The reference's line, with MB/s added before the batch size.
+std::string report_line(std::uint64_t index, const Rates& r, std::uint64_t batch_size) {
+  char line[200];
+  std::snprintf(line, sizeof line, "%20" PRIu64 " %8.3f batches/s %8.3f samples/s %8.3f MB/s (batchsize: %" PRIu64 ")",
+                index, r.batches_per_s, r.samples_per_s, r.mb_per_s, batch_size);
+  return line;
+}
+
+std::string report_json(std::uint64_t index, const Rates& r, std::uint64_t batch_size) {
+  return JsonObject()
+      .add_integer("index", index)
+      .add_number("batches_per_s", r.batches_per_s)
+      .add_number("samples_per_s", r.samples_per_s)
+      .add_number("mb_per_s", r.mb_per_s)
+      .add_integer("batch_size", batch_size)
+      .str();
+}
+
+// Prints reports as batches arrive, and the summary at the end.
+class Monitor {
+ public:
+  explicit Monitor(const MonitorOptions& options) : options_(options) {}
+
+  void add(const TensorList& batch, Clock::time_point now) {
+    const std::uint64_t samples = batch_size(batch);
+    const std::uint64_t bytes = batch_bytes(batch);
+    if (index_++ == 0) {
+      first_samples_ = samples;
+      first_bytes_ = bytes;
+      window_.restart(now);
+      last_draw_ = now;
+    } else {
+      window_.add(samples, bytes);
+    }
+    if (options_.live) {
+      if (now - last_draw_ >= kLiveInterval) draw_live(now, samples);
+    } else if (index_ % static_cast<std::uint64_t>(options_.report) == 0) {
+      Rates r = window_.rates(now);
+      std::cout << (options_.json ? report_json(index_, r, samples) : report_line(index_, r, samples)) << std::endl;
+      window_.restart(now);
+    }
+  }
+
+  // Ends the live line, if one is showing, so that other output starts clean.
+  void end_live_line() {
+    if (!live_line_shown_) return;
+    std::cout << '\n' << std::flush;
+    live_line_shown_ = false;
+  }
+
+  // The whole run. The clock starts at the first batch, so the rates count
+  // the batches after it.
+  void print_summary(const Statistics& stats) {
+    end_live_line();
+    const double seconds = stats.seconds();
+    const Rates r = stats.batches() < 2 ? Rates{}
+                                        : rates_over(seconds, stats.batches() - 1, stats.samples() - first_samples_,
+                                                     stats.bytes() - first_bytes_);
+    if (options_.json) {
+      std::cout << JsonObject()
+                       .add_bool("summary", true)
+                       .add_integer("batches", stats.batches())
+                       .add_integer("samples", stats.samples())
+                       .add_integer("bytes", stats.bytes())
+                       .add_number("seconds", seconds)
+                       .add_number("batches_per_s", r.batches_per_s)
+                       .add_number("samples_per_s", r.samples_per_s)
+                       .add_number("mb_per_s", r.mb_per_s)
+                       .str()
+                << std::endl;
+      return;
+    }
+    char line[300];
+    std::snprintf(line, sizeof line,
+                  "tensormon: done, %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64
+                  " bytes in %.3f s: %.3f batches/s %.3f samples/s %.3f MB/s",
+                  stats.batches(), stats.samples(), stats.bytes(), seconds, r.batches_per_s, r.samples_per_s,
+                  r.mb_per_s);
+    std::cout << line << std::endl;
+  }
+
+ private:
+  // "\x1b[K" clears what a longer previous line left on the right.
+  void draw_live(Clock::time_point now, std::uint64_t batch_size) {
+    std::cout << '\r' << report_line(index_, window_.rates(now), batch_size) << "\x1b[K" << std::flush;
+    live_line_shown_ = true;
+    window_.restart(now);
+    last_draw_ = now;
+  }
+
+  MonitorOptions options_;
+  std::uint64_t index_ = 0;
+  std::uint64_t first_samples_ = 0;
+  std::uint64_t first_bytes_ = 0;
+  RateWindow window_;
+  Clock::time_point last_draw_{};
+  bool live_line_shown_ = false;
+};
+
+int monitor(const MonitorOptions& options) {
+  BatchSource source("tensormon", options.source);
+  Monitor monitor(options);
+  source.set_before_message([&monitor] { monitor.end_live_line(); });
+  std::uint64_t received = 0;
+  while (options.count == 0 || received < static_cast<std::uint64_t>(options.count)) {
+    std::optional<TensorList> batch = source.next();
+    if (!batch) break;
+    ++received;
+    monitor.add(*batch, Clock::now());
+  }
+  monitor.print_summary(source.stats());
+  return source.exit_status();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tool_main("tensormon", [&]() -> int {
+    MonitorOptions o;
+    po::options_description options("options");
+    options.add_options()("help,h", "show this help")("report,r", po::value(&o.report)->default_value(o.report),
+                                                       "report every N batches")(
+        "count,c", po::value(&o.count)->default_value(o.count), "stop after COUNT batches and print a summary (0: never)")(
+        "json", po::bool_switch(&o.json), "print JSON objects, one a line, the last with \"summary\": true");
+    add_source_options(options, o.source);
+    auto vars = parse_command_line(argc, argv,
+                                   "usage: tensormon [-r N] [-c COUNT] [--json] [URL...]  (default URL " +
+                                       std::string(kDefaultUrl) + ", brace-expanded)",
+                                   options, o.source);
+    if (!vars) return 0;
+    if (o.report < 1) throw po::error("--report must be at least 1");
+    if (o.count < 0) throw po::error("--count must not be negative");
+    o.live = !o.json && ::isatty(STDOUT_FILENO);
+    return monitor(o);
+  });
+}
