@@ -157,30 +157,42 @@ AssembledBatch BatchAssembler::make_ready(Filling& f, std::size_t count) {
   return batch;
 }
 
-// Moves the committed images of a partly filled batch to its front.
-void BatchAssembler::compact(Filling& f) {
+// Moves sample `from` of batch `src` to slot `to` of batch `dst`.
+void BatchAssembler::move_sample(Filling& src, std::size_t from, Filling& dst, std::size_t to) {
   const std::size_t image_bytes = format_.image_bytes();
-  std::byte* images = f.memory.get();
-  std::byte* labels = images + labels_offset_;
+  std::memmove(dst.memory.get() + to * image_bytes, src.memory.get() + from * image_bytes, image_bytes);
+  std::memmove(dst.memory.get() + labels_offset_ + to * sizeof(std::int32_t),
+               src.memory.get() + labels_offset_ + from * sizeof(std::int32_t), sizeof(std::int32_t));
+  dst.keys[to] = std::move(src.keys[from]);
+  dst.shards[to] = std::move(src.shards[from]);
+}
+
+// Packs the committed samples of the partly filled batches, in order, into
+// as few batches as they fill: only the last may be short. A sample moves
+// only to a position at or before its own, so nothing unread is overwritten.
+std::size_t BatchAssembler::pack_partial_batches() {
+  const std::size_t size = format_.batch_size;
+  std::vector<Filling*> batches;
+  for (Filling& f : filling_) batches.push_back(&f);
   std::size_t to = 0;
-  for (std::size_t from = 0; from < format_.batch_size; ++from) {
-    if (!f.filled[from]) continue;
-    if (from != to) {
-      std::memmove(images + to * image_bytes, images + from * image_bytes, image_bytes);
-      std::memmove(labels + to * sizeof(std::int32_t), labels + from * sizeof(std::int32_t), sizeof(std::int32_t));
-      f.keys[to] = std::move(f.keys[from]);
-      f.shards[to] = std::move(f.shards[from]);
+  for (Filling* f : batches) {
+    for (std::size_t from = 0; from < size; ++from) {
+      if (!f->filled[from]) continue;
+      Filling* dst = batches[to / size];
+      if (dst != f || to % size != from) move_sample(*f, from, *dst, to % size);
+      ++to;
     }
-    ++to;
   }
+  return to;
 }
 
 void BatchAssembler::finish() {
   std::lock_guard lock(mutex_);
-  for (Filling& f : filling_) {
-    if (f.committed == 0) continue;
-    compact(f);
-    ready_.push_back(make_ready(f, f.committed));
+  const std::size_t size = format_.batch_size;
+  std::size_t total = pack_partial_batches();
+  auto it = filling_.begin();
+  for (std::size_t first = 0; first < total; first += size, ++it) {
+    ready_.push_back(make_ready(*it, std::min(size, total - first)));
   }
   filling_.clear();
   finished_ = true;

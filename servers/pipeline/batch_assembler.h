@@ -53,8 +53,9 @@ class BatchAssembler {
   // Gives the slot back to be filled by another sample.
   void abandon(const SampleSlot& slot);
 
-  // The next full batch; blocks. After finish(), also the partial batches
-  // (compacted, in order); then nothing. Nothing after cancel().
+  // The next full batch; blocks. After finish(), also what the partly
+  // filled batches held, packed in order so that only the last batch is
+  // short; then nothing. Nothing after cancel().
   [[nodiscard]] std::optional<AssembledBatch> next_ready();
   // No more samples will be committed: what is partly filled becomes ready.
   // REQUIRES: no slot is held.
@@ -70,7 +71,8 @@ class BatchAssembler {
   std::optional<SampleSlot> take_slot_locked();
   SampleSlot slot_of(Filling& batch, std::size_t index) const;
   AssembledBatch make_ready(Filling& batch, std::size_t count);
-  void compact(Filling& batch);
+  void move_sample(Filling& src, std::size_t from, Filling& dst, std::size_t to);
+  std::size_t pack_partial_batches();
 
   BatchFormat format_;
   std::size_t labels_offset_;  // labels follow the images in one buffer

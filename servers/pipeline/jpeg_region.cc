@@ -76,6 +76,19 @@ bool decode_rows_protected(JpegRegionDecoder::State* s, unsigned char* buffer, s
   return true;
 }
 
+// Region decoding stops at the box's last row, so a file cut short below it
+// would go unnoticed. Every complete JPEG ends its scans with an EOI marker
+// (FF D9), which cannot occur inside entropy-coded data (there FF is followed
+// by 00 or a restart marker), so its absence after the first scan proves the
+// file truncated. Usually the marker is the last two bytes: the search ends at
+// once.
+bool has_end_of_image(const unsigned char* scan, std::size_t size) {
+  for (std::size_t i = size; i >= 2; --i) {
+    if (scan[i - 1] == 0xD9 && scan[i - 2] == 0xFF) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 JpegRegionDecoder::JpegRegionDecoder() : state_(std::make_unique<State>()) {
@@ -94,6 +107,10 @@ JpegInfo JpegRegionDecoder::read_header(std::span<const std::byte> jpeg) {
     throw SampleError("undecodable", std::string("JPEG header: ") + state_->err.message);
   }
   const jpeg_decompress_struct& c = state_->cinfo;
+  std::size_t scan_bytes = c.src->bytes_in_buffer;  // what follows the first scan's header
+  if (!has_end_of_image(data + (jpeg.size() - scan_bytes), scan_bytes)) {
+    throw SampleError("truncated", "JPEG: no end-of-image marker after the scan data: the file was cut short");
+  }
   info_.width = static_cast<int>(c.image_width);
   info_.height = static_cast<int>(c.image_height);
   info_.cmyk = c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK;

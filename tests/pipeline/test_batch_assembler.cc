@@ -75,6 +75,30 @@ TEST_CASE("batch assembler") {
     CHECK(batch->keys == std::vector<std::string>{"a", "c"});
     CHECK_FALSE(assembler.next_ready().has_value());
   }
+  SUBCASE("finish packs several partial batches so that only the last is short") {
+    // Batch 0 loses a slot that no later sample refills while batch 1 has begun.
+    std::vector<SampleSlot> first{*assembler.acquire(), *assembler.acquire(), *assembler.acquire()};
+    auto next = *assembler.acquire();
+    REQUIRE(next.batch != first[0].batch);
+    assembler.abandon(first[1]);
+    auto pending = *assembler.acquire();  // takes back the abandoned slot ...
+    REQUIRE(pending.index == first[1].index);
+    assembler.abandon(pending);           // ... and fails again, at the end of the stream
+    int value = 1;
+    for (const auto& s : {first[0], first[2], next}) {
+      fill(s, static_cast<std::uint8_t>(value), image_bytes);
+      assembler.commit(s, nullptr, value, "k" + std::to_string(value), "s");
+      ++value;
+    }
+    assembler.finish();
+    auto batch = assembler.next_ready();
+    REQUIRE(batch.has_value());
+    CHECK(batch->images.shape() == Shape{3, 2, 2, 3});
+    CHECK(batch->keys == std::vector<std::string>{"k1", "k2", "k3"});
+    CHECK(batch->labels.values<std::int32_t>()[2] == 3);
+    CHECK(batch->images.values<std::uint8_t>()[image_bytes * 2] == 3);
+    CHECK_FALSE(assembler.next_ready().has_value());
+  }
   SUBCASE("memory is bounded: acquire waits for a sent batch to come back") {
     BatchAssembler one(small_format(1), 2);
     std::vector<AssembledBatch> held;

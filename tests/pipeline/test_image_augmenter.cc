@@ -219,6 +219,16 @@ TEST_CASE("bad images are refused with a reason") {
     cut.resize(cut.size() / 2);
     CHECK(reason(cut) == "truncated");
   }
+  SUBCASE("a JPEG cut in its last rows is truncated wherever the crop falls") {
+    auto cut = jpeg;
+    cut.resize(cut.size() * 19 / 20);
+    for (int i = 0; i < 20; ++i) CHECK(reason(cut) == "truncated");  // each draws another crop
+  }
+  SUBCASE("bytes after the end-of-image marker are tolerated") {
+    auto trailed = jpeg;
+    trailed.resize(trailed.size() + 300, std::byte{0x5a});
+    CHECK(reason(trailed) == "accepted");
+  }
   SUBCASE("a JPEG header followed by garbage") {
     auto bad = jpeg;
     for (std::size_t i = 20; i < bad.size(); ++i) bad[i] = static_cast<std::byte>(i * 31);

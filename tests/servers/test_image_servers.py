@@ -725,8 +725,6 @@ def test_max_pixels_skips_large_images(root, rundir):
     assert r.summary()[2] == {"too many pixels": 4}
 
 
-@pytest.mark.xfail(strict=True, reason="a truncated baseline JPEG is served whenever its random crop lies in "
-                   "the part that survived: region decoding never reads to the end, so the truncation goes unseen")
 def test_truncated_jpegs_are_never_served(root, rundir):
     rng = np.random.default_rng(8)
     d = tempfile.mkdtemp(dir=root, prefix="tr")
@@ -743,9 +741,6 @@ def test_truncated_jpegs_are_never_served(root, rundir):
     assert r.summary()[2] == {"truncated": 40}
 
 
-@pytest.mark.xfail(strict=True, reason="when a slot of a fully handed-out batch is abandoned (decode failure) "
-                   "while another worker has started the next batch, the end of the stream flushes two short "
-                   "batches instead of one")
 def test_only_the_last_batch_is_short(root, rundir):
     rng = np.random.default_rng(9)
     d = tempfile.mkdtemp(dir=root, prefix="sb")
