@@ -54,7 +54,7 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage) : options
       "std", po::value(&std_), "per-channel std for float output (default 0.229,0.224,0.225)")(
       "classes", po::value(&s.classes)->default_value(0), "labels must be below this (0: any)")(
       "max-pixels", po::value(&s.augment.max_pixels)->default_value(s.augment.max_pixels),
-      "refuse larger images")("fast-upsampling", "plain chroma upsampling in JPEG decoding (faster)")(
+      "refuse larger images")(
       "rank", po::value(&s.order.rank)->default_value(0), "this server's share of the shards ...")(
       "world", po::value(&s.order.world)->default_value(1), "... among this many servers")(
       "resample", "draw shards with replacement instead of splitting them")(
@@ -82,7 +82,6 @@ void ImageServerCli::finish() {
   if (s.addresses.empty()) s.addresses = {"zpub://127.0.0.1:7880"};
   s.augment.validation = vars_.count("val") > 0;
   s.augment.size = s.format.size;
-  s.augment.fast_upsampling = vars_.count("fast-upsampling") > 0;
   s.format.metadata = vars_.count("meta") > 0;
   s.order.resample = vars_.count("resample") > 0;
   if (vars_.count("single")) s.connection.framing = Framing::kSingleBuffer;

@@ -1,7 +1,10 @@
 #include "ipc_buffer_tuner.h"
 
+#include <pthread.h>
 #include <sys/socket.h>
 
+#include <csignal>
+#include <cerrno>
 #include <string>
 #include <string_view>
 
@@ -21,8 +24,20 @@ IpcBufferTuner::IpcBufferTuner(zmq::socket_t& socket, int bytes) : monitor_(byte
   // belongs to the watching thread alone.
   monitor_.init(socket, next_monitor_address(), ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED);
   thread_ = std::thread([this] {
+    // Signals are the application's threads' business, not this watcher's.
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
     constexpr int kPollMs = 20;  // bounds how long destruction waits
-    while (!stop_.load(std::memory_order_relaxed)) monitor_.check_event(kPollMs);
+    while (!stop_.load(std::memory_order_relaxed)) {
+      try {
+        monitor_.check_event(kPollMs);
+      } catch (const zmq::error_t& e) {
+        // A signal (Ctrl-C ending a server) interrupts the poll: go on. Any
+        // other error (the context ending) ends tuning, never the process.
+        if (e.num() != EINTR) return;
+      }
+    }
   });
 }
 

@@ -116,7 +116,7 @@ void ImageAugmenter::augment_jpeg(std::span<const std::byte> encoded, std::mt199
   bool flip = draw_flip(rng);
   int num = choose_scale_num(box, options_.size);
   JpegRegion region =
-      jpeg_->decode(box.x, box.y, box.width, box.height, num, options_.fast_upsampling, region_);
+      jpeg_->decode(box.x, box.y, box.width, box.height, num, region_);
   cv::Mat pixels(region.height, region.width, CV_8UC(region.channels), const_cast<std::uint8_t*>(region.pixels),
                  region.stride);
   resize_into(region.channels == 4 ? cmyk_to_rgb(pixels) : pixels, options_.size, flip, out);

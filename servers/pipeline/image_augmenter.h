@@ -29,7 +29,6 @@ struct AugmentOptions {
   RandomResizedCropOptions crop;     // training crop
   double flip_probability = 0.5;     // horizontal flip (training only)
   std::uint64_t max_pixels = std::uint64_t{1} << 28;  // larger images are refused
-  bool fast_upsampling = false;      // libjpeg's plain chroma upsampling: faster, slightly blurrier
 };
 
 // Why a sample could not be used; reason() is a short category for counting.

@@ -117,14 +117,17 @@ JpegInfo JpegRegionDecoder::read_header(std::span<const std::byte> jpeg) {
   return info_;
 }
 
-JpegRegion JpegRegionDecoder::decode(int x, int y, int w, int h, int scale_num, bool fast_upsampling,
+JpegRegion JpegRegionDecoder::decode(int x, int y, int w, int h, int scale_num,
                                      std::vector<std::uint8_t>& buffer) {
   jpeg_decompress_struct& c = state_->cinfo;
   c.scale_num = static_cast<unsigned>(scale_num);
   c.scale_denom = 8;
   c.out_color_space = info_.cmyk ? JCS_CMYK : JCS_RGB;
   c.dct_method = JDCT_ISLOW;
-  c.do_fancy_upsampling = fast_upsampling ? FALSE : TRUE;
+  // Fancy upsampling stays on: without it libjpeg-turbo picks its merged
+  // upsampler, which jpeg_crop_scanline/jpeg_skip_scanlines corrupt memory
+  // with in the 2.1 series (upstream issues 574 and 915; crashes seen here).
+  c.do_fancy_upsampling = TRUE;
   if (!calc_dimensions_protected(state_.get())) {
     throw SampleError("undecodable", std::string("JPEG: ") + state_->err.message);
   }

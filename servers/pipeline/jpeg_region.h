@@ -43,7 +43,7 @@ class JpegRegionDecoder {
   // Decodes the box (x, y, w, h) of the source at scale num/8 (num 1, 2, 4
   // or 8) into buffer; the box's coordinates are source pixels. Returns the
   // decoded box at the reduced scale. Throws SampleError.
-  [[nodiscard]] JpegRegion decode(int x, int y, int w, int h, int scale_num, bool fast_upsampling,
+  [[nodiscard]] JpegRegion decode(int x, int y, int w, int h, int scale_num,
                                   std::vector<std::uint8_t>& buffer);
 
  private:

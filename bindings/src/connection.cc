@@ -1,0 +1,194 @@
+// tensorcom::Connection for Python. Blocking calls run without the GIL and
+// under the connection's own lock (a Connection is one-thread-at-a-time); a
+// signal that interrupts a wait runs Python's handlers, so Ctrl-C raises
+// KeyboardInterrupt instead of leaving the program stuck in recv.
+#include "tensorcom/connection.h"
+
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+
+namespace tensorcom::python {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Milliseconds to_milliseconds(double seconds, const char* name) {
+  if (!std::isfinite(seconds) || seconds < 0) {
+    throw ArgumentError(std::string(name) + " must be a finite number of seconds >= 0, not " + std::to_string(seconds));
+  }
+  return Milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1000.0)));
+}
+
+std::optional<Milliseconds> to_timeout(std::optional<double> seconds) {
+  if (!seconds) return std::nullopt;
+  return to_milliseconds(*seconds, "timeout");
+}
+
+class PyConnection {
+ public:
+  PyConnection(const std::vector<std::string>& urls, ConnectionOptions options)
+      : connection_(std::in_place, urls, std::move(options)) {}
+  PyConnection(const PyConnection&) = delete;
+  PyConnection& operator=(const PyConnection&) = delete;
+  ~PyConnection() { close(); }
+
+  // Closing waits up to the linger time for queued batches to leave, and
+  // ZeroMQ's I/O thread may need the GIL to release sent arrays meanwhile.
+  void close() {
+    py::gil_scoped_release release;
+    std::lock_guard lock(mutex_);
+    connection_.reset();
+  }
+
+  [[nodiscard]] bool closed() const noexcept { return !connection_; }
+
+  // Nothing if no batch came within timeout (none: wait forever).
+  std::optional<TensorList> recv(std::optional<Milliseconds> timeout) {
+    const auto start = Clock::now();
+    for (;;) {
+      std::optional<Milliseconds> left = timeout;
+      if (timeout)
+        left = std::max(Milliseconds(0), *timeout - std::chrono::duration_cast<Milliseconds>(Clock::now() - start));
+      try {
+        py::gil_scoped_release release;
+        std::lock_guard lock(mutex_);
+        return get().recv(left);
+      } catch (const TransportError& e) {
+        if (e.code() != EINTR) throw;
+      }
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
+  }
+
+  // The next batch of an iteration: TimeoutError after options().timeout.
+  TensorList next() {
+    const std::optional<Milliseconds> timeout = get().options().timeout;
+    std::optional<TensorList> batch = recv(timeout);
+    if (!batch) {
+      throw TimeoutError("no batch within " + std::to_string(timeout->count()) + " ms from " + get().describe());
+    }
+    return std::move(*batch);
+  }
+
+  void send(const TensorList& batch) {
+    try {
+      py::gil_scoped_release release;
+      std::lock_guard lock(mutex_);
+      get().send(batch);
+      return;
+    } catch (const TransportError& e) {
+      if (e.code() != EINTR) throw;
+      // Let a KeyboardInterrupt win over the interrupted send's error.
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+      throw;
+    }
+  }
+
+  [[nodiscard]] Connection& get() {
+    if (!connection_) throw TransportError("the connection is closed");
+    return *connection_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::optional<Connection> connection_;
+};
+
+py::tuple batch_tuple(const TensorList& batch) { return py::make_tuple(to_arrays(batch), infos_of(batch)); }
+
+std::unique_ptr<PyConnection> make_connection(const std::vector<std::string>& urls, bool multipart,
+                                              std::optional<double> timeout, std::uint64_t epoch, std::int64_t total,
+                                              std::optional<std::string> topic, int send_hwm, int recv_hwm,
+                                              double heartbeat, double heartbeat_timeout, double reconnect,
+                                              double reconnect_max, double linger, std::int64_t max_message_size,
+                                              std::size_t stats_horizon) {
+  if (urls.empty()) throw UrlError("a connection needs at least one URL");
+  ConnectionOptions options;
+  options.framing = multipart ? Framing::kMultipart : Framing::kSingleBuffer;
+  options.timeout = to_timeout(timeout);
+  options.epoch = epoch;
+  options.total = total;
+  options.topic = std::move(topic);
+  options.send_high_water_mark = send_hwm;
+  options.receive_high_water_mark = recv_hwm;
+  options.heartbeat = to_milliseconds(heartbeat, "heartbeat");
+  options.heartbeat_timeout = to_milliseconds(heartbeat_timeout, "heartbeat_timeout");
+  options.reconnect = to_milliseconds(reconnect, "reconnect");
+  options.reconnect_max = to_milliseconds(reconnect_max, "reconnect_max");
+  options.linger = to_milliseconds(linger, "linger");
+  options.max_message_size = max_message_size;
+  options.stats_horizon = stats_horizon;
+  return std::make_unique<PyConnection>(urls, std::move(options));
+}
+
+void bind_statistics(py::module_& m) {
+  py::class_<Statistics>(m, "Statistics", "Running statistics of a connection's batches.")
+      .def_property_readonly("batches", &Statistics::batches)
+      .def_property_readonly("samples", &Statistics::samples)
+      .def_property_readonly("bytes", &Statistics::bytes)
+      .def_property_readonly("seconds", &Statistics::seconds, "from the first batch to the last")
+      .def_property_readonly("recent_batches_per_second", &Statistics::recent_batches_per_second)
+      .def_property_readonly("recent_samples_per_second", &Statistics::recent_samples_per_second)
+      .def_property_readonly("recent_bytes_per_second", &Statistics::recent_bytes_per_second)
+      .def("summary", &Statistics::summary, "the reference's 'rate ... msg/s throughput ... bytes/s' line")
+      .def("__repr__", [](const Statistics& s) { return "<tensorcom.Statistics " + s.summary() + ">"; });
+}
+
+}  // namespace
+
+void bind_connection(py::module_& m) {
+  bind_statistics(m);
+  py::class_<PyConnection>(m, "_Connection", "The C++ Connection; tensorcom.Connection wraps it.")
+      .def(py::init(&make_connection), py::arg("urls"), py::kw_only(), py::arg("multipart") = true,
+           py::arg("timeout") = py::none(), py::arg("epoch") = 100000, py::arg("total") = -1,
+           py::arg("topic") = py::none(), py::arg("send_hwm") = 8, py::arg("recv_hwm") = 8, py::arg("heartbeat") = 0.0,
+           py::arg("heartbeat_timeout") = 0.0, py::arg("reconnect") = 0.1, py::arg("reconnect_max") = 2.0,
+           py::arg("linger") = 2.0, py::arg("max_message_size") = std::int64_t{2} << 30,
+           py::arg("stats_horizon") = 1000)
+      .def(
+          "recv",
+          [](PyConnection& self, std::optional<double> timeout) -> py::object {
+            std::optional<TensorList> batch = self.recv(to_timeout(timeout));
+            if (!batch) return py::none();
+            return batch_tuple(*batch);
+          },
+          py::arg("timeout") = py::none(), "(arrays, infos), or None if nothing came within timeout seconds")
+      .def(
+          "next", [](PyConnection& self) { return batch_tuple(self.next()); },
+          "(arrays, infos) of the next batch; TimeoutError after the connection's timeout")
+      .def(
+          "send", [](PyConnection& self, py::handle arrays, py::handle infos) { self.send(to_tensors(arrays, infos)); },
+          py::arg("arrays"), py::arg("infos") = py::none(), "sends a list of arrays without copying them")
+      .def("close", &PyConnection::close)
+      .def_property_readonly("closed", &PyConnection::closed)
+      .def_property_readonly("urls",
+                             [](PyConnection& self) {
+                               std::vector<std::string> urls;
+                               for (const Endpoint& endpoint : self.get().endpoints()) urls.push_back(endpoint.url);
+                               return urls;
+                             })
+      .def_property_readonly("bound_addresses", [](PyConnection& self) { return self.get().bound_addresses(); })
+      .def("describe", [](PyConnection& self) { return self.get().describe(); })
+      .def_property_readonly("stats", [](PyConnection& self) { return self.get().stats(); })
+      .def_property_readonly("malformed", [](PyConnection& self) { return self.get().malformed().by_kind; })
+      .def_property_readonly("epoch", [](PyConnection& self) { return self.get().size(); })
+      .def_property_readonly("total", [](PyConnection& self) { return self.get().options().total; })
+      .def_property_readonly("timeout", [](PyConnection& self) -> std::optional<double> {
+        const auto& timeout = self.get().options().timeout;
+        if (!timeout) return std::nullopt;
+        return static_cast<double>(timeout->count()) / 1000.0;
+      });
+}
+
+}  // namespace tensorcom::python

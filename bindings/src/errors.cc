@@ -1,0 +1,85 @@
+// The C++ error family as Python exceptions. Each class derives from
+// tensorcom.Error and, where one fits, from the builtin exception Python code
+// would catch for that failure (ValueError for bad input, OSError for files,
+// TimeoutError for silence). The message is what() of the C++ exception.
+#include <Python.h>
+
+#include <string>
+
+#include "bindings.h"
+#include "tensorcom/error.h"
+
+namespace tensorcom::python {
+
+namespace {
+
+struct ExceptionClasses {
+  py::object error, format, argument, io, url, transport, timeout, unavailable;
+};
+
+// Set once at import; the module keeps the classes alive.
+ExceptionClasses* classes = nullptr;
+
+py::object make_class(py::module_& m, const char* name, const char* doc, py::tuple bases) {
+  const std::string qualified = std::string("tensorcom.") + name;
+  PyObject* cls = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases.ptr(), nullptr);
+  if (cls == nullptr) throw py::error_already_set();
+  py::object out = py::reinterpret_steal<py::object>(cls);
+  m.attr(name) = out;
+  return out;
+}
+
+// Raises an instance of cls carrying message, with attributes set.
+void raise(const py::object& cls, const char* message, const py::dict& attributes = {}) {
+  py::object exception = cls(message);
+  for (auto item : attributes) exception.attr(item.first) = item.second;
+  PyErr_SetObject(cls.ptr(), exception.ptr());
+}
+
+void translate(std::exception_ptr pointer) {
+  try {
+    std::rethrow_exception(pointer);
+  } catch (const FormatError& e) {
+    raise(classes->format, e.what(), py::dict(py::arg("offset") = e.offset()));
+  } catch (const ArgumentError& e) {
+    raise(classes->argument, e.what());
+  } catch (const IoError& e) {
+    raise(classes->io, e.what(), py::dict(py::arg("errno") = e.code(), py::arg("code") = e.code()));
+  } catch (const UrlError& e) {
+    raise(classes->url, e.what());
+  } catch (const TimeoutError& e) {
+    raise(classes->timeout, e.what(), py::dict(py::arg("code") = e.code()));
+  } catch (const TransportError& e) {
+    raise(classes->transport, e.what(), py::dict(py::arg("code") = e.code()));
+  } catch (const UnavailableError& e) {
+    raise(classes->unavailable, e.what());
+  } catch (const Error& e) {
+    raise(classes->error, e.what());
+  }
+}
+
+}  // namespace
+
+void bind_errors(py::module_& m) {
+  const py::module_ builtins = py::module_::import("builtins");
+  auto* c = new ExceptionClasses;
+  c->error = make_class(m, "Error", "Base of every tensorcom exception.", py::make_tuple(builtins.attr("Exception")));
+  c->format = make_class(m, "FormatError", "Malformed tenbin input; offset is the byte offset of the bad field.",
+                         py::make_tuple(c->error, builtins.attr("ValueError")));
+  c->argument = make_class(m, "ArgumentError", "An argument the API cannot accept.",
+                           py::make_tuple(c->error, builtins.attr("ValueError")));
+  c->io = make_class(m, "IoError", "A file operation failed; errno says why.",
+                     py::make_tuple(c->error, builtins.attr("OSError")));
+  c->url = make_class(m, "UrlError", "A tensorcom URL that cannot be used.",
+                      py::make_tuple(c->error, builtins.attr("ValueError")));
+  c->transport =
+      make_class(m, "TransportError", "ZeroMQ failed; code is its errno (0 if none).", py::make_tuple(c->error));
+  c->timeout = make_class(m, "TimeoutError", "Every peer was silent past the timeout.",
+                          py::make_tuple(c->transport, builtins.attr("TimeoutError")));
+  c->unavailable = make_class(m, "UnavailableError", "A feature this build of tensorcom was configured without.",
+                              py::make_tuple(c->error, builtins.attr("NotImplementedError")));
+  classes = c;
+  py::register_exception_translator(translate);
+}
+
+}  // namespace tensorcom::python

@@ -1,0 +1,10 @@
+// tensorcom._tensorcom: the C++ library for Python. The package tensorcom
+// (bindings/tensorcom/) builds the reference's API on top of it.
+#include "bindings.h"
+
+PYBIND11_MODULE(_tensorcom, m) {
+  m.doc() = "tensorcom's C++ core: the tenbin codec, .ten files, Connection";
+  tensorcom::python::bind_errors(m);
+  tensorcom::python::bind_tenbin(m);
+  tensorcom::python::bind_connection(m);
+}

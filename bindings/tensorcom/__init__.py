@@ -1,0 +1,42 @@
+"""tensorcom: batches of tensors over ZeroMQ, in the tenbin format.
+
+The C++ library (tensorcom._tensorcom) does the work; this package gives it
+the API of NVlabs' Python tensorcom:
+
+    import tensorcom
+    for images, labels in tensorcom.Connection("zsub://127.0.0.1:7880", converters="torch"):
+        ...
+
+Received arrays are zero-copy views of the received message, which lives as
+long as any of them. tensorcom.tenbin encodes and decodes the format;
+tensorcom.TensorcomDataset (needs torch) is a torch IterableDataset.
+"""
+
+from ._tensorcom import (  # noqa: F401
+    ArgumentError,
+    Error,
+    FormatError,
+    IoError,
+    Statistics,
+    TimeoutError,
+    TransportError,
+    UnavailableError,
+    UrlError,
+)
+from . import tenbin  # noqa: F401
+from .connection import Connection  # noqa: F401
+from .converters import converter_table, listify, transform_with  # noqa: F401
+
+__all__ = [
+    "Connection", "TensorcomDataset", "tenbin", "converter_table", "transform_with", "listify",
+    "Error", "FormatError", "ArgumentError", "IoError", "UrlError", "TransportError", "TimeoutError",
+    "UnavailableError", "Statistics",
+]
+
+
+def __getattr__(name):
+    # torch is imported only by those who ask for it.
+    if name == "TensorcomDataset":
+        from .torch import TensorcomDataset
+        return TensorcomDataset
+    raise AttributeError(f"module 'tensorcom' has no attribute {name!r}")

@@ -1,0 +1,143 @@
+// Move-only owners of CUDA runtime handles, and the one place where CUDA
+// error codes become tensorcom errors. Internal to libtensorcom.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "tensorcom/error.h"
+
+namespace tensorcom::detail {
+
+// Throws Error "<what>: <CUDA's name>: <CUDA's words>" unless status is cudaSuccess.
+inline void check_cuda(cudaError_t status, const std::string& what) {
+  if (status != cudaSuccess) {
+    throw Error(what + ": " + cudaGetErrorName(status) + ": " + cudaGetErrorString(status));
+  }
+}
+
+// Makes `device` current for its scope, restoring the previous device after.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != device) check_cuda(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
+  }
+  ~DeviceScope() { cudaSetDevice(previous_); }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// A handle plus the function that frees it; null when empty or moved from.
+template <class Handle, cudaError_t (*Free)(Handle)>
+class CudaHandle {
+ public:
+  CudaHandle() = default;
+  explicit CudaHandle(Handle handle) noexcept : handle_(handle) {}
+  CudaHandle(CudaHandle&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+  CudaHandle& operator=(CudaHandle&& other) noexcept {
+    if (this != &other) {
+      reset();
+      handle_ = std::exchange(other.handle_, nullptr);
+    }
+    return *this;
+  }
+  ~CudaHandle() { reset(); }
+  [[nodiscard]] Handle get() const noexcept { return handle_; }
+  explicit operator bool() const noexcept { return handle_ != nullptr; }
+  void reset() noexcept {
+    if (handle_ != nullptr) Free(handle_);  // errors at teardown have nowhere to go
+    handle_ = nullptr;
+  }
+
+ private:
+  Handle handle_ = nullptr;
+};
+
+// A stream that does not synchronise with the legacy default stream; made on
+// the current device.
+class Stream {
+ public:
+  Stream() = default;
+  [[nodiscard]] static Stream create() {
+    cudaStream_t s = nullptr;
+    check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    Stream out;
+    out.handle_ = Owner(s);
+    return out;
+  }
+  [[nodiscard]] cudaStream_t get() const noexcept { return handle_.get(); }
+
+ private:
+  using Owner = CudaHandle<cudaStream_t, cudaStreamDestroy>;
+  Owner handle_;
+};
+
+// An event without timing (cheaper to record and wait on); made on the current device.
+class Event {
+ public:
+  Event() = default;
+  [[nodiscard]] static Event create() {
+    cudaEvent_t e = nullptr;
+    check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    Event out;
+    out.handle_ = Owner(e);
+    return out;
+  }
+  [[nodiscard]] cudaEvent_t get() const noexcept { return handle_.get(); }
+
+ private:
+  using Owner = CudaHandle<cudaEvent_t, cudaEventDestroy>;
+  Owner handle_;
+};
+
+// Page-locked host memory (cudaHostAlloc, portable to every device).
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  [[nodiscard]] static PinnedBuffer allocate(std::size_t size) {
+    void* p = nullptr;
+    check_cuda(cudaHostAlloc(&p, size, cudaHostAllocPortable),
+               "cudaHostAlloc of " + std::to_string(size) + " pinned bytes");
+    PinnedBuffer out;
+    out.memory_ = Owner(p);
+    out.size_ = size;
+    return out;
+  }
+  [[nodiscard]] std::byte* data() const noexcept { return static_cast<std::byte*>(memory_.get()); }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+ private:
+  using Owner = CudaHandle<void*, cudaFreeHost>;
+  Owner memory_;
+  std::size_t size_ = 0;
+};
+
+// Device memory on the current device (cudaMalloc).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  [[nodiscard]] static DeviceBuffer allocate(std::size_t size) {
+    void* p = nullptr;
+    check_cuda(cudaMalloc(&p, size), "cudaMalloc of " + std::to_string(size) + " bytes");
+    DeviceBuffer out;
+    out.memory_ = Owner(p);
+    out.size_ = size;
+    return out;
+  }
+  [[nodiscard]] std::byte* data() const noexcept { return static_cast<std::byte*>(memory_.get()); }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+ private:
+  using Owner = CudaHandle<void*, cudaFree>;
+  Owner memory_;
+  std::size_t size_ = 0;
+};
+
+}  // namespace tensorcom::detail

@@ -1,0 +1,541 @@
+// GpuFeeder with CUDA: pinned staging, a device buffer pool and a copy stream
+// per lane, a feeder thread per source.
+//
+// Why the batch is copied once on the host: ZeroMQ cannot receive into a
+// buffer we choose. zmq_msg_init_data hands ZeroMQ memory for sending; on
+// receipt libzmq mallocs each message itself (msg_t::init_size: content_t and
+// data in one malloc), and the zguide says so in its own words: "There is no
+// way to do zero-copy on receive". So we cannot have it write into pinned
+// memory. The alternative, cudaHostRegister on each received message, costs
+// a page-table walk and an IOMMU mapping per 4 KiB page on every message (the
+// memory is a new malloc each time, so no registration can be reused safely:
+// glibc may unmap and remap it), and CUDA documents it as an expensive call;
+// a memcpy into an already pinned buffer runs at memory bandwidth and
+// overlaps the DMA of the previous chunk. We stage in chunks (chunk_bytes):
+// while chunk k+1 is memcpy'd, chunk k is already on its way to the GPU.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "convert_images.h"
+#include "cuda_handles.h"
+#include "feeder_common.h"
+#include "tensorcom/gpu_feeder.h"
+
+namespace tensorcom {
+
+namespace detail {
+
+namespace {
+
+constexpr std::size_t kDeviceAlignment = 256;  // cudaMalloc's alignment; each tensor starts on one
+constexpr Milliseconds kSourcePoll{100};       // how often a feeder thread looks up from its source
+
+std::size_t align_up(std::size_t n) { return (n + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment; }
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+ConvertedType converted_type(DeviceDType dtype) {
+  switch (dtype) {
+    case DeviceDType::kFloat16: return ConvertedType::kFloat16;
+    case DeviceDType::kBFloat16: return ConvertedType::kBFloat16;
+    default: return ConvertedType::kFloat32;
+  }
+}
+
+}  // namespace
+
+// One device buffer of a lane's pool, and the events that order its reuse.
+struct Slot {
+  DeviceBuffer raw;              // the batch's tensors, each at a 256-byte-aligned offset
+  DeviceBuffer converted;        // the converted images, when converting
+  Event ready;                   // recorded once the copy (and conversion) is done
+  std::vector<Event> released;   // recorded on the streams that read the last batch, at its release
+  std::size_t pending_released = 0;  // how many of `released` the next copy must wait for
+};
+
+// A pinned staging buffer and the event after the device copies out of it.
+struct Staging {
+  PinnedBuffer host;
+  Event copied;
+};
+
+// One fed device: its stream, pools, and the queue of batches ready for next().
+struct Lane {
+  int device = 0;
+  Stream stream;
+  std::vector<Slot> slots;       // fixed size: prefetch + 1
+  std::vector<Staging> staging;  // used round-robin by the lane's one feeder thread
+  std::size_t next_staging = 0;
+
+  std::mutex mutex;  // guards what follows
+  std::condition_variable changed;
+  std::vector<std::size_t> free_slots;
+  std::deque<DeviceBatch> ready;
+  bool source_ended = false;
+  bool stopping = false;
+  std::exception_ptr error;
+
+  Lane(int device_ordinal, std::size_t slot_count, std::size_t staging_count) : device(device_ordinal) {
+    DeviceScope scope(device);
+    stream = Stream::create();
+    slots.resize(slot_count);
+    for (std::size_t i = 0; i < slot_count; ++i) {
+      slots[i].ready = Event::create();
+      free_slots.push_back(slot_count - 1 - i);
+    }
+    staging.resize(staging_count);
+    for (Staging& s : staging) s.copied = Event::create();
+  }
+  Lane(const Lane&) = delete;
+  Lane& operator=(const Lane&) = delete;
+  // Frees the lane's handles with its device current (cudaFree waits for
+  // work still using them).
+  ~Lane() {
+    try {
+      DeviceScope scope(device);
+      slots.clear();
+      staging.clear();
+      stream = {};
+    } catch (...) {
+      // The members free themselves below, with whichever device is current.
+    }
+  }
+};
+
+// Holds one slot out of its lane's pool while a DeviceBatch or one of its
+// tensors exists; its destructor orders the slot's reuse after the readers'
+// work and gives it back.
+class BatchLease {
+ public:
+  BatchLease(std::shared_ptr<Lane> lane, std::size_t slot) : lane_(std::move(lane)), slot_(slot) {}
+  BatchLease(const BatchLease&) = delete;
+  BatchLease& operator=(const BatchLease&) = delete;
+
+  ~BatchLease() {
+    Slot& slot = lane_->slots[slot_];
+    try {
+      DeviceScope scope(lane_->device);
+      // No stream named: assume the legacy default stream, which also orders
+      // every blocking stream of the device.
+      if (consumers_.empty()) consumers_.push_back(nullptr);
+      while (slot.released.size() < consumers_.size()) slot.released.push_back(Event::create());
+      for (std::size_t i = 0; i < consumers_.size(); ++i) {
+        check_cuda(cudaEventRecord(slot.released[i].get(), consumers_[i]), "cudaEventRecord at batch release");
+      }
+      slot.pending_released = consumers_.size();
+    } catch (...) {
+      // Cannot order the reuse on the GPU: wait for the whole device instead.
+      cudaDeviceSynchronize();
+      slot.pending_released = 0;
+    }
+    std::lock_guard lock(lane_->mutex);
+    lane_->free_slots.push_back(slot_);
+    lane_->changed.notify_all();
+  }
+
+  cudaEvent_t ready() const noexcept { return lane_->slots[slot_].ready.get(); }
+  int device() const noexcept { return lane_->device; }
+
+  void add_consumer(cudaStream_t stream) {
+    std::lock_guard lock(mutex_);
+    if (std::find(consumers_.begin(), consumers_.end(), stream) == consumers_.end()) consumers_.push_back(stream);
+  }
+
+ private:
+  std::shared_ptr<Lane> lane_;
+  std::size_t slot_;
+  std::mutex mutex_;
+  std::vector<cudaStream_t> consumers_;
+};
+
+}  // namespace detail
+
+using detail::check_cuda;
+using detail::DeviceScope;
+
+// ---- availability ----
+
+int gpu_device_count() {
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();  // clear it: the next CUDA call should not report it again
+    throw UnavailableError(std::string("GPU feeding is not available: cudaGetDeviceCount failed: ") +
+                           cudaGetErrorName(status) + ": " + cudaGetErrorString(status));
+  }
+  if (count == 0) throw UnavailableError("GPU feeding is not available: CUDA reports no GPU");
+  return count;
+}
+
+bool gpu_feeding_available() noexcept {
+  try {
+    return gpu_device_count() > 0;
+  } catch (...) {
+    return false;
+  }
+}
+
+// ---- conversion ----
+
+void convert_images(const DeviceTensor& images, const DeviceTensor& out, const ImageConversion& conversion,
+                    GpuStream stream) {
+  if (images.dtype() != DeviceDType::kUInt8) {
+    throw ArgumentError("convert_images: images are " + std::string(dtype_name(images.dtype())) + ", not uint8");
+  }
+  Shape shape = converted_shape(images.shape(), conversion.layout);
+  detail::ChannelAffine affine = detail::channel_affine(conversion, images.shape()[3]);
+  if (out.dtype() != conversion.dtype || out.shape() != shape || out.device() != images.device()) {
+    throw ArgumentError("convert_images: output is " + std::string(dtype_name(out.dtype())) + " " +
+                        format_shape(out.shape()) + " on device " + std::to_string(out.device()) + ", expected " +
+                        std::string(dtype_name(conversion.dtype)) + " " + format_shape(shape) + " on device " +
+                        std::to_string(images.device()));
+  }
+  const Shape& s = images.shape();
+  DeviceScope scope(images.device());
+  check_cuda(detail::launch_convert_images(static_cast<const std::uint8_t*>(images.data()), out.data(),
+                                           {s[0], s[1], s[2], s[3]}, detail::converted_type(conversion.dtype),
+                                           conversion.layout == ImageLayout::kNCHW, affine,
+                                           static_cast<cudaStream_t>(stream)),
+             "image conversion kernel");
+}
+
+// ---- DeviceBatch ----
+
+void DeviceBatch::wait(GpuStream stream) const {
+  if (!lease_) return;
+  DeviceScope scope(lease_->device());
+  check_cuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), lease_->ready(), 0), "cudaStreamWaitEvent");
+  lease_->add_consumer(static_cast<cudaStream_t>(stream));
+}
+
+void DeviceBatch::record_stream(GpuStream stream) const {
+  if (lease_) lease_->add_consumer(static_cast<cudaStream_t>(stream));
+}
+
+void DeviceBatch::synchronize() const {
+  if (lease_) check_cuda(cudaEventSynchronize(lease_->ready()), "cudaEventSynchronize");
+}
+
+GpuEvent DeviceBatch::ready_event() const noexcept { return lease_ ? lease_->ready() : nullptr; }
+
+// ---- GpuFeeder ----
+
+class GpuFeeder::Impl {
+ public:
+  Impl(std::vector<std::unique_ptr<BatchSource>> sources, GpuFeederOptions options)
+      : options_(std::move(options)), sources_(std::move(sources)) {
+    check_options();
+    for (int device : options_.devices) {
+      lanes_.push_back(std::make_shared<detail::Lane>(device, options_.prefetch + 1, options_.pinned_buffers));
+    }
+    for (std::size_t i = 0; i < sources_.size(); ++i) threads_.emplace_back([this, i] { run_source(i); });
+  }
+
+  ~Impl() {
+    for (auto& lane : lanes_) {
+      std::lock_guard lock(lane->mutex);
+      lane->stopping = true;
+      lane->changed.notify_all();
+    }
+    for (std::thread& t : threads_) t.join();
+    // Batches nobody took hold their lane (and the lane them): drop them
+    // outside the lock, which their release takes.
+    for (auto& lane : lanes_) {
+      std::deque<DeviceBatch> unclaimed;
+      {
+        std::lock_guard lock(lane->mutex);
+        unclaimed.swap(lane->ready);
+      }
+    }
+  }
+
+  std::optional<DeviceBatch> next(std::size_t lane_index, std::optional<Milliseconds> timeout) {
+    detail::Lane& lane = lane_at(lane_index);
+    std::unique_lock lock(lane.mutex);
+    auto has_news = [&] { return !lane.ready.empty() || lane.source_ended; };
+    if (timeout) {
+      if (!lane.changed.wait_for(lock, *timeout, has_news)) return std::nullopt;
+    } else {
+      lane.changed.wait(lock, has_news);
+    }
+    if (!lane.ready.empty()) {
+      DeviceBatch batch = std::move(lane.ready.front());
+      lane.ready.pop_front();
+      return batch;
+    }
+    if (lane.error) std::rethrow_exception(lane.error);
+    return std::nullopt;
+  }
+
+  bool finished(std::size_t lane_index) const {
+    detail::Lane& lane = lane_at(lane_index);
+    std::lock_guard lock(lane.mutex);
+    return lane.source_ended && lane.ready.empty();
+  }
+
+  std::size_t lanes() const noexcept { return lanes_.size(); }
+  const GpuFeederOptions& options() const noexcept { return options_; }
+  GpuStream stream(std::size_t lane_index) const { return lane_at(lane_index).stream.get(); }
+
+  GpuFeederStats stats() const {
+    std::lock_guard lock(stats_mutex_);
+    return stats_;
+  }
+
+ private:
+  void check_options() {
+    const int count = gpu_device_count();  // UnavailableError first: it says more than the rest
+    if (options_.devices.empty()) throw ArgumentError("GpuFeeder: no devices to feed");
+    for (int device : options_.devices) {
+      if (device < 0 || device >= count) {
+        throw ArgumentError("GpuFeeder: no CUDA device " + std::to_string(device) + " (CUDA reports " +
+                            std::to_string(count) + ")");
+      }
+    }
+    if (options_.pinned_buffers == 0) throw ArgumentError("GpuFeeder: pinned_buffers must be at least 1");
+    if (options_.chunk_bytes == 0) options_.chunk_bytes = SIZE_MAX;
+    if (options_.convert) detail::check_conversion(*options_.convert);
+    if (sources_.size() != 1 && sources_.size() != options_.devices.size()) {
+      throw ArgumentError("GpuFeeder: " + std::to_string(sources_.size()) + " sources for " +
+                          std::to_string(options_.devices.size()) + " devices: give one source, or one a device");
+    }
+    for (const auto& source : sources_) {
+      if (!source) throw ArgumentError("GpuFeeder: a source is null");
+    }
+  }
+
+  detail::Lane& lane_at(std::size_t index) const {
+    if (index >= lanes_.size()) {
+      throw ArgumentError("GpuFeeder: no lane " + std::to_string(index) + " (it feeds " +
+                          std::to_string(lanes_.size()) + ")");
+    }
+    return *lanes_[index];
+  }
+
+  bool stopping() const {
+    std::lock_guard lock(lanes_.front()->mutex);
+    return lanes_.front()->stopping;
+  }
+
+  // The feeder thread of source `index`: a single source deals its batches
+  // to every lane in turn, else source i feeds lane i.
+  void run_source(std::size_t index) {
+    std::vector<std::size_t> fed;
+    if (sources_.size() == 1) {
+      for (std::size_t i = 0; i < lanes_.size(); ++i) fed.push_back(i);
+    } else {
+      fed.push_back(index);
+    }
+    BatchSource& source = *sources_[index];
+    std::exception_ptr error;
+    try {
+      std::uint64_t sequence = 0;
+      while (!stopping() && !source.ended()) {
+        auto start = std::chrono::steady_clock::now();
+        std::optional<TensorList> batch = source.next(detail::kSourcePoll);
+        add_seconds(&GpuFeederStats::receive_seconds, detail::seconds_since(start));
+        if (!batch) continue;
+        if (!feed(lanes_[fed[sequence % fed.size()]], std::move(*batch), sequence)) break;
+        ++sequence;
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+    for (std::size_t i : fed) {
+      std::lock_guard lock(lanes_[i]->mutex);
+      lanes_[i]->source_ended = true;
+      if (error) lanes_[i]->error = error;
+      lanes_[i]->changed.notify_all();
+    }
+  }
+
+  // Takes a free slot of the lane, waiting for one; nothing when stopping.
+  std::optional<std::size_t> take_slot(detail::Lane& lane) {
+    auto start = std::chrono::steady_clock::now();
+    std::unique_lock lock(lane.mutex);
+    lane.changed.wait(lock, [&] { return !lane.free_slots.empty() || lane.stopping; });
+    add_seconds(&GpuFeederStats::pool_wait_seconds, detail::seconds_since(start));
+    if (lane.stopping) return std::nullopt;
+    std::size_t slot = lane.free_slots.back();
+    lane.free_slots.pop_back();
+    return slot;
+  }
+
+  // Stages `batch` and queues its copy (and conversion) to the lane's device.
+  // Returns false when the feeder is stopping.
+  bool feed(const std::shared_ptr<detail::Lane>& lane_ptr, TensorList batch, std::uint64_t sequence) {
+    detail::Lane& lane = *lane_ptr;
+    DeviceScope scope(lane.device);
+
+    std::vector<std::size_t> offsets;
+    std::size_t total = 0;
+    for (const Tensor& t : batch) {
+      offsets.push_back(total);
+      total = detail::align_up(total + t.nbytes());
+    }
+    const ImageConversion* conversion = options_.convert ? &*options_.convert : nullptr;
+    Shape converted;
+    detail::ChannelAffine affine;
+    std::size_t converted_bytes = 0;
+    if (conversion) {
+      if (conversion->tensor >= batch.size()) {
+        throw ArgumentError("image conversion: batch " + std::to_string(sequence) + " has " +
+                            std::to_string(batch.size()) + " tensors, no tensor " + std::to_string(conversion->tensor));
+      }
+      const Tensor& images = batch[conversion->tensor];
+      if (images.dtype() != DType::kUInt8) {
+        throw ArgumentError("image conversion: tensor " + std::to_string(conversion->tensor) + " is " +
+                            std::string(dtype_name(images.dtype())) + ", not uint8");
+      }
+      converted = converted_shape(images.shape(), conversion->layout);
+      affine = detail::channel_affine(*conversion, images.shape()[3]);
+      converted_bytes = images.nbytes() * itemsize(conversion->dtype);
+    }
+
+    std::optional<std::size_t> slot_index = take_slot(lane);
+    if (!slot_index) return false;
+    // Until the batch is queued, the slot goes back to the pool on any error.
+    bool queued = false;
+    struct SlotReturn {
+      detail::Lane& lane;
+      std::size_t slot;
+      const bool& queued;
+      ~SlotReturn() {
+        if (queued) return;
+        std::lock_guard lock(lane.mutex);
+        lane.free_slots.push_back(slot);
+        lane.changed.notify_all();
+      }
+    } slot_return{lane, *slot_index, queued};
+    detail::Slot& slot = lane.slots[*slot_index];
+
+    if (slot.raw.size() < total || slot.converted.size() < converted_bytes) {
+      // The old buffers may still be read behind the release events.
+      for (std::size_t i = 0; i < slot.pending_released; ++i) {
+        check_cuda(cudaEventSynchronize(slot.released[i].get()), "cudaEventSynchronize before growing a buffer");
+      }
+      if (slot.raw.size() < total) {
+        slot.raw = {};
+        slot.raw = detail::DeviceBuffer::allocate(total);
+      }
+      if (slot.converted.size() < converted_bytes) {
+        slot.converted = {};
+        slot.converted = detail::DeviceBuffer::allocate(converted_bytes);
+      }
+    }
+    cudaStream_t stream = lane.stream.get();
+    for (std::size_t i = 0; i < slot.pending_released; ++i) {
+      check_cuda(cudaStreamWaitEvent(stream, slot.released[i].get(), 0), "cudaStreamWaitEvent on a released batch");
+    }
+    slot.pending_released = 0;
+
+    detail::Staging& staging = lane.staging[lane.next_staging];
+    lane.next_staging = (lane.next_staging + 1) % lane.staging.size();
+    check_cuda(cudaEventSynchronize(staging.copied.get()), "cudaEventSynchronize on a staging buffer");
+    if (staging.host.size() < total) {
+      staging.host = {};
+      staging.host = detail::PinnedBuffer::allocate(total);
+    }
+
+    auto start = std::chrono::steady_clock::now();
+    stage_and_copy(batch, offsets, staging.host.data(), slot.raw.data(), stream);
+    check_cuda(cudaEventRecord(staging.copied.get(), stream), "cudaEventRecord after a copy");
+    add_seconds(&GpuFeederStats::staging_seconds, detail::seconds_since(start));
+
+    std::vector<DeviceTensor> tensors;
+    auto lease = std::make_shared<detail::BatchLease>(lane_ptr, *slot_index);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const Tensor& t = batch[i];
+      if (conversion && i == conversion->tensor) {
+        const Shape& s = t.shape();
+        check_cuda(detail::launch_convert_images(reinterpret_cast<const std::uint8_t*>(slot.raw.data() + offsets[i]),
+                                                 slot.converted.data(), {s[0], s[1], s[2], s[3]},
+                                                 detail::converted_type(conversion->dtype),
+                                                 conversion->layout == ImageLayout::kNCHW, affine, stream),
+                   "image conversion kernel");
+        tensors.emplace_back(conversion->dtype, converted, lane.device, slot.converted.data(), lease, t.info());
+      } else {
+        tensors.emplace_back(device_dtype(t.dtype()), t.shape(), lane.device, slot.raw.data() + offsets[i], lease,
+                             t.info());
+      }
+    }
+    check_cuda(cudaEventRecord(slot.ready.get(), stream), "cudaEventRecord after a batch");
+
+    const std::uint64_t bytes = batch_bytes(batch);
+    batch.clear();  // the received message goes back before we wait on anything else
+    {
+      std::lock_guard lock(lane.mutex);
+      lane.ready.emplace_back(std::move(tensors), lane.device, sequence, std::move(lease));
+      queued = true;
+      lane.changed.notify_all();
+    }
+    std::lock_guard lock(stats_mutex_);
+    ++stats_.batches;
+    stats_.bytes += bytes;
+    return true;
+  }
+
+  // memcpy's every tensor into pinned memory and queues host-to-device
+  // copies of what is staged each time chunk_bytes have accumulated.
+  void stage_and_copy(const TensorList& batch, const std::vector<std::size_t>& offsets, std::byte* host,
+                      std::byte* device, cudaStream_t stream) const {
+    const std::size_t chunk = options_.chunk_bytes;
+    std::size_t sent = 0;  // bytes [0, sent) are queued for the device
+    auto send_up_to = [&](std::size_t end) {
+      if (end <= sent) return;
+      check_cuda(cudaMemcpyAsync(device + sent, host + sent, end - sent, cudaMemcpyHostToDevice, stream),
+                 "cudaMemcpyAsync of " + std::to_string(end - sent) + " bytes to the device");
+      sent = end;
+    };
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const std::byte* src = batch[i].data();
+      const std::size_t n = batch[i].nbytes();
+      for (std::size_t done = 0; done < n;) {
+        const std::size_t take = std::min(n - done, chunk);
+        std::memcpy(host + offsets[i] + done, src + done, take);
+        done += take;
+        if (offsets[i] + done - sent >= chunk) send_up_to(offsets[i] + done);
+      }
+    }
+    if (!batch.empty()) send_up_to(offsets.back() + batch.back().nbytes());
+  }
+
+  void add_seconds(double GpuFeederStats::*field, double seconds) {
+    std::lock_guard lock(stats_mutex_);
+    stats_.*field += seconds;
+  }
+
+  GpuFeederOptions options_;
+  std::vector<std::unique_ptr<BatchSource>> sources_;
+  std::vector<std::shared_ptr<detail::Lane>> lanes_;
+  std::vector<std::thread> threads_;
+  mutable std::mutex stats_mutex_;
+  GpuFeederStats stats_;
+};
+
+GpuFeeder::GpuFeeder(std::vector<std::unique_ptr<BatchSource>> sources, GpuFeederOptions options)
+    : impl_(std::make_unique<Impl>(std::move(sources), std::move(options))) {}
+GpuFeeder::GpuFeeder(GpuFeeder&&) noexcept = default;
+GpuFeeder& GpuFeeder::operator=(GpuFeeder&&) noexcept = default;
+GpuFeeder::~GpuFeeder() = default;
+
+std::optional<DeviceBatch> GpuFeeder::next(std::size_t lane, std::optional<Milliseconds> timeout) {
+  return impl_->next(lane, timeout);
+}
+bool GpuFeeder::finished(std::size_t lane) const { return impl_->finished(lane); }
+std::size_t GpuFeeder::lanes() const noexcept { return impl_->lanes(); }
+const GpuFeederOptions& GpuFeeder::options() const noexcept { return impl_->options(); }
+GpuFeederStats GpuFeeder::stats() const { return impl_->stats(); }
+GpuStream GpuFeeder::stream(std::size_t lane) const { return impl_->stream(lane); }
+
+}  // namespace tensorcom

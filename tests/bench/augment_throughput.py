@@ -1,0 +1,138 @@
+#!/usr/bin/python3
+"""Augmentation benchmark: images/s on the same JPEG shards for
+  (1) libjpeg-turbo full-size decode alone, one core (jpeg-decode-baseline);
+  (2) serve-imagenet-shards, one worker, the whole server pinned to core 0,
+      batches of 256 to a local consumer pinned to core 1;
+  (3) torchvision RandomResizedCrop + flip on PIL (decode included), one core;
+  (4) serve-imagenet-shards, two workers on both cores.
+Prints each figure, the ratios the issue sets targets for, and whether each
+is met. The machine is shared and noisy: each figure is the best of --repeat.
+
+    tests/bench/augment_throughput.py --shards 'DIR/photos-{000000..000003}.tar' [--build build]
+
+Make the shards with ../shared/bench/make-photo-shards (see README).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+TARGETS = [("(2) / (1)", 1.3), ("(2) / (3)", 3.0), ("(4) / (2)", 1.8)]
+
+
+def shard_paths(pattern):
+    # The server expands braces itself; Python needs the list for (1) and (3).
+    out = subprocess.run(["bash", "-c", f"printf '%s\\n' {pattern}"], capture_output=True, text=True, check=True)
+    paths = [p for p in out.stdout.split() if os.path.exists(p)]
+    if not paths:
+        sys.exit(f"no shards match {pattern}")
+    return paths
+
+
+def count_images(paths):
+    n = 0
+    for path in paths:
+        with tarfile.open(path) as tar:
+            n += sum(1 for m in tar if m.name.lower().endswith((".jpg", ".jpeg")))
+    return n
+
+
+def baseline(build, paths):
+    out = subprocess.run(["taskset", "-c", "0", f"{build}/tests/bench/jpeg-decode-baseline", *paths],
+                         capture_output=True, text=True, check=True, timeout=600)
+    return json.loads(out.stdout)["images_per_s"]
+
+
+def server(build, pattern, images, workers, cpus, epochs):
+    """images/s a consumer receives from serve-imagenet-shards, after a warm-up."""
+    batches = images * epochs // 256
+    warmup = 2
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        url = f"ipc://{tmp}/s"
+        consumer_cpu = ["taskset", "-c", "1"] if cpus == "0" else []
+        consumer = subprocess.Popen(consumer_cpu + [f"{build}/tests/bench/recv-throughput", "zpull+" + url,
+                                                    "--count", str(batches - warmup), "--warmup", str(warmup)],
+                                    stdout=subprocess.PIPE, text=True)
+        time.sleep(0.2)
+        srv = subprocess.Popen(["taskset", "-c", cpus, f"{build}/servers/serve-imagenet-shards", "-u", pattern,
+                                "-b", "256", "-w", str(workers), "--epochs", str(epochs), "-r", "0",
+                                "--linger", "0", "zpush+" + url],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            out, _ = consumer.communicate(timeout=600)
+        finally:
+            srv.terminate()
+            srv.wait(timeout=30)
+        if consumer.returncode != 0:
+            sys.exit(f"consumer failed: {out}")
+        return json.loads(out)["samples_per_s"]
+
+
+TORCHVISION = r"""
+import io, sys, tarfile, time
+import numpy as np, torch
+from PIL import Image
+from torchvision import transforms
+torch.set_num_threads(1)
+jpegs = []
+for path in sys.argv[1:]:
+    with tarfile.open(path) as tar:
+        jpegs += [tar.extractfile(m).read() for m in tar if m.name.lower().endswith((".jpg", ".jpeg"))]
+augment = transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip()])
+start = time.perf_counter()
+for data in jpegs:
+    image = augment(Image.open(io.BytesIO(data)).convert("RGB"))
+    np.asarray(image)
+print(len(jpegs) / (time.perf_counter() - start))
+"""
+
+
+def torchvision(paths):
+    out = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", TORCHVISION, *paths],
+                         capture_output=True, text=True, timeout=1200)
+    if out.returncode != 0:
+        print(f"(3) unavailable: {out.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+        return None
+    return float(out.stdout)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--shards", required=True, help="brace pattern of tar shards")
+    parser.add_argument("--epochs", type=int, default=3, help="passes the servers make")
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    paths = shard_paths(args.shards)
+    images = count_images(paths)
+    best = {}
+    for _ in range(args.repeat):
+        runs = {"(1)": lambda: baseline(args.build, paths),
+                "(2)": lambda: server(args.build, args.shards, images, 1, "0", args.epochs),
+                "(3)": lambda: torchvision(paths),
+                "(4)": lambda: server(args.build, args.shards, images, 2, "0,1", args.epochs)}
+        for name, run in runs.items():
+            value = run()
+            if value is not None:
+                best[name] = max(best.get(name, 0.0), value)
+    labels = {"(1)": "libjpeg-turbo full decode, 1 core",
+              "(2)": "serve-imagenet-shards -w 1, 1 core",
+              "(3)": "torchvision RandomResizedCrop+flip on PIL, 1 core",
+              "(4)": "serve-imagenet-shards -w 2, 2 cores"}
+    print(f"{images} images from {len(paths)} shards, best of {args.repeat}")
+    for name, label in labels.items():
+        print(f"{name} {label:52s} {best.get(name, float('nan')):8.1f} images/s")
+    for ratio, target in TARGETS:
+        a, b = ratio.replace(" ", "").split("/")
+        if a in best and b in best:
+            value = best[a] / best[b]
+            print(f"{ratio}: {value:.2f} (target >= {target}: {'met' if value >= target else 'NOT met'})")
+    print(json.dumps({"images_per_s": best}))
+
+
+if __name__ == "__main__":
+    main()
