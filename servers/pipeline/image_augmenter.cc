@@ -74,6 +74,10 @@ ImageAugmenter::ImageAugmenter(AugmentOptions options)
       resize_to_(static_cast<int>(std::lround(options.size * 256.0 / 224.0))),
       jpeg_(std::make_unique<JpegRegionDecoder>()) {
   if (options_.size <= 0) throw ArgumentError("image size must be positive");
+  // Parallelism is ours: one image per worker thread. OpenCV's own pool would
+  // split each small resize across threads that compete with the workers,
+  // and wake them (futex calls) for every image.
+  cv::setNumThreads(0);
 }
 
 ImageAugmenter::~ImageAugmenter() = default;
