@@ -51,8 +51,10 @@ struct ConnectionOptions {
   std::int64_t max_message_size = std::int64_t{2} << 30;  // larger messages are refused (-1: no limit)
   DecodeLimits limits;                    // bounds on what a received header may declare
   std::size_t stats_horizon = 1000;       // batches the recent rates cover
-  // Keep large receive buffers mapped between messages (see connection.cc):
-  // without it every batch is freshly mapped and faulted in.
+  // Keep large receive buffers mapped between messages: without it every
+  // batch is freshly mapped and faulted in. Process-wide: glibc serves large
+  // blocks from its heaps, never trims them, and uses one arena for all
+  // threads started afterwards (see src/socket_options.cc).
   bool reuse_receive_memory = true;
 };
 
