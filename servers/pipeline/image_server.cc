@@ -1,6 +1,5 @@
 #include "image_server.h"
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -73,17 +72,6 @@ std::vector<std::byte> read_file(const std::string& path) {
     throw IoError("cannot read '" + path + "'", errno);
   }
   return out;
-}
-
-// Every image allocates and frees buffers of up to a few MiB (samples,
-// libjpeg's pools, decoded rows), and each batch buffer is 38 MB. glibc would
-// hand the larger ones back to the kernel on free (munmap, heap trimming) and
-// fault them in page by page for the next image: measured at a tenth of a
-// worker's time. Serving everything from heaps that are never trimmed keeps
-// the same pages in use.
-void keep_freed_memory_mapped() {
-  mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
 class ImageServer {
@@ -257,7 +245,6 @@ void ImageServer::summary(double seconds) const {
 }
 
 int ImageServer::run() {
-  keep_freed_memory_mapped();
   std::cout << options_.program << ": " << unit_count() << (source_.shards.empty() ? " images" : " shards")
             << ", " << options_.workers << " workers, batches of " << options_.format.batch_size << " on "
             << connection_.describe();

@@ -60,42 +60,29 @@ class CudaHandle {
   Handle handle_ = nullptr;
 };
 
-// A stream that does not synchronise with the legacy default stream; made on
-// the current device.
-class Stream {
+// A handle made by a cudaXxxCreateWithFlags call with fixed flags, on the
+// current device.
+template <class Handle, cudaError_t (*Create)(Handle*, unsigned), cudaError_t (*Destroy)(Handle), unsigned kFlags>
+class FlaggedHandle {
  public:
-  Stream() = default;
-  [[nodiscard]] static Stream create() {
-    cudaStream_t s = nullptr;
-    check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    Stream out;
-    out.handle_ = Owner(s);
+  FlaggedHandle() = default;
+  [[nodiscard]] static FlaggedHandle create() {
+    Handle h = nullptr;
+    check_cuda(Create(&h, kFlags), "creating a CUDA stream or event");
+    FlaggedHandle out;
+    out.handle_ = CudaHandle<Handle, Destroy>(h);
     return out;
   }
-  [[nodiscard]] cudaStream_t get() const noexcept { return handle_.get(); }
+  [[nodiscard]] Handle get() const noexcept { return handle_.get(); }
 
  private:
-  using Owner = CudaHandle<cudaStream_t, cudaStreamDestroy>;
-  Owner handle_;
+  CudaHandle<Handle, Destroy> handle_;
 };
 
-// An event without timing (cheaper to record and wait on); made on the current device.
-class Event {
- public:
-  Event() = default;
-  [[nodiscard]] static Event create() {
-    cudaEvent_t e = nullptr;
-    check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    Event out;
-    out.handle_ = Owner(e);
-    return out;
-  }
-  [[nodiscard]] cudaEvent_t get() const noexcept { return handle_.get(); }
-
- private:
-  using Owner = CudaHandle<cudaEvent_t, cudaEventDestroy>;
-  Owner handle_;
-};
+// A stream that does not synchronise with the legacy default stream.
+using Stream = FlaggedHandle<cudaStream_t, cudaStreamCreateWithFlags, cudaStreamDestroy, cudaStreamNonBlocking>;
+// An event without timing (cheaper to record and wait on).
+using Event = FlaggedHandle<cudaEvent_t, cudaEventCreateWithFlags, cudaEventDestroy, cudaEventDisableTiming>;
 
 // Page-locked host memory (cudaHostAlloc, portable to every device).
 class PinnedBuffer {
