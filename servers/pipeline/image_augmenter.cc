@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "jpeg_region.h"
+#include "rgbx_to_rgb.h"
 
 namespace tensorcom::pipeline {
 
@@ -21,20 +22,18 @@ int choose_scale_num(const CropBox& box, int size) {
   return 8;
 }
 
-// Adobe CMYK JPEGs store inverted ink values: R = C * K / 255 on the stored values.
-cv::Mat cmyk_to_rgb(const cv::Mat& cmyk) {
-  cv::Mat rgb(cmyk.rows, cmyk.cols, CV_8UC3);
-  for (int r = 0; r < cmyk.rows; ++r) {
-    const std::uint8_t* in = cmyk.ptr<std::uint8_t>(r);
-    std::uint8_t* out = rgb.ptr<std::uint8_t>(r);
-    for (int c = 0; c < cmyk.cols; ++c, in += 4, out += 3) {
-      const unsigned k = in[3];
-      out[0] = static_cast<std::uint8_t>(in[0] * k / 255);
-      out[1] = static_cast<std::uint8_t>(in[1] * k / 255);
-      out[2] = static_cast<std::uint8_t>(in[2] * k / 255);
+// Adobe CMYK JPEGs store inverted ink values: R = C * K / 255 on the stored
+// values. Converts a 4-byte-a-pixel region in place to RGBX.
+void cmyk_to_rgbx(const JpegRegion& region) {
+  for (int r = 0; r < region.height; ++r) {
+    std::uint8_t* px = region.pixels + static_cast<std::size_t>(r) * region.stride;
+    for (int c = 0; c < region.width; ++c, px += 4) {
+      const unsigned k = px[3];
+      px[0] = static_cast<std::uint8_t>(px[0] * k / 255);
+      px[1] = static_cast<std::uint8_t>(px[1] * k / 255);
+      px[2] = static_cast<std::uint8_t>(px[2] * k / 255);
     }
   }
-  return rgb;
 }
 
 // Any decoded OpenCV image as 8-bit RGB.
@@ -119,11 +118,15 @@ void ImageAugmenter::augment_jpeg(std::span<const std::byte> encoded, std::mt199
   CropBox box = choose_crop(info.width, info.height, rng);
   bool flip = draw_flip(rng);
   int num = choose_scale_num(box, options_.size);
-  JpegRegion region =
-      jpeg_->decode(box.x, box.y, box.width, box.height, num, region_);
-  cv::Mat pixels(region.height, region.width, CV_8UC(region.channels), const_cast<std::uint8_t*>(region.pixels),
-                 region.stride);
-  resize_into(region.channels == 4 ? cmyk_to_rgb(pixels) : pixels, options_.size, flip, out);
+  JpegRegion region = jpeg_->decode(box.x, box.y, box.width, box.height, num, region_);
+  if (region.cmyk) cmyk_to_rgbx(region);
+  cv::Mat pixels(region.height, region.width, CV_8UC4, region.pixels, region.stride);
+  const int size = options_.size;
+  resized_.resize(static_cast<std::size_t>(size) * size * 4);
+  cv::Mat resized(size, size, CV_8UC4, resized_.data());
+  cv::resize(pixels, resized, resized.size(), 0, 0, cv::INTER_LINEAR);
+  if (resized.data != resized_.data()) throw Error("resize reallocated its output");  // cannot happen: same size and type
+  rgbx_to_rgb(resized_.data(), size, size, flip, out);
 }
 
 void ImageAugmenter::augment_other(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out) {

@@ -68,6 +68,7 @@ class ImageAugmenter {
   int resize_to_;                    // validation: the shorter side before the centre crop
   std::unique_ptr<JpegRegionDecoder> jpeg_;  // reused from image to image
   std::vector<std::uint8_t> region_;         // the decoded crop box, reused between samples
+  std::vector<std::uint8_t> resized_;        // the box resized, RGBX, before it goes to the batch
 };
 
 // Whether bytes look like a JPEG (SOI marker), whatever the extension says.

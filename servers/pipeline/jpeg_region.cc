@@ -122,7 +122,10 @@ JpegRegion JpegRegionDecoder::decode(int x, int y, int w, int h, int scale_num,
   jpeg_decompress_struct& c = state_->cinfo;
   c.scale_num = static_cast<unsigned>(scale_num);
   c.scale_denom = 8;
-  c.out_color_space = info_.cmyk ? JCS_CMYK : JCS_RGB;
+  // Four bytes a pixel either way: OpenCV resizes 4-channel rows faster
+  // than 3-channel ones (aligned pixels), and libjpeg writes the padding byte
+  // for free while converting colour.
+  c.out_color_space = info_.cmyk ? JCS_CMYK : JCS_EXT_RGBX;
   c.dct_method = JDCT_ISLOW;
   // Fancy upsampling stays on: without it libjpeg-turbo picks its merged
   // upsampler, which jpeg_crop_scanline/jpeg_skip_scanlines corrupt memory
@@ -141,7 +144,7 @@ JpegRegion JpegRegionDecoder::decode(int x, int y, int w, int h, int scale_num,
   JDIMENSION y1 = std::min(scaled(y + h, true), c.output_height);
   x1 = std::max(x1, x0 + 1);
   y1 = std::max(y1, y0 + 1);
-  const int channels = c.out_color_components;
+  constexpr int channels = 4;
   const std::size_t stride = static_cast<std::size_t>(c.output_width) * channels;
   buffer.resize(stride * (y1 - y0));
   JDIMENSION strip_x = x0, strip_width = x1 - x0;  // widened by libjpeg to whole iMCUs
@@ -150,7 +153,7 @@ JpegRegion JpegRegionDecoder::decode(int x, int y, int w, int h, int scale_num,
     throw SampleError(truncated ? "truncated" : "undecodable", std::string("JPEG: ") + state_->err.message);
   }
   return JpegRegion{buffer.data() + static_cast<std::size_t>(x0 - strip_x) * channels, static_cast<int>(x1 - x0),
-                    static_cast<int>(y1 - y0), stride, channels};
+                    static_cast<int>(y1 - y0), stride, info_.cmyk};
 }
 
 }  // namespace tensorcom::pipeline

@@ -19,14 +19,16 @@ struct JpegInfo {
   bool cmyk = false;  // CMYK or YCCK: decoded as CMYK, converted to RGB by us
 };
 
-// A decoded box: `width` x `height` RGB pixels starting at `pixels`, rows
-// `stride` bytes apart (the box sits inside a wider, iMCU-aligned strip).
+// A decoded box: `width` x `height` pixels of four bytes, RGBX (X is
+// padding) or, for CMYK files, CMYK in Adobe's inverted convention, starting
+// at `pixels`, rows `stride` bytes apart (the box sits inside a wider,
+// iMCU-aligned strip).
 struct JpegRegion {
-  const std::uint8_t* pixels = nullptr;
+  std::uint8_t* pixels = nullptr;
   int width = 0;
   int height = 0;
   std::size_t stride = 0;
-  int channels = 3;  // 4 for CMYK (Adobe's inverted convention)
+  bool cmyk = false;
 };
 
 class JpegRegionDecoder {
