@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "jpeg_region.h"
+#include "jpeg_restart_slice.h"
 #include "rgbx_to_rgb.h"
 
 namespace tensorcom::pipeline {
@@ -118,7 +119,12 @@ void ImageAugmenter::augment_jpeg(std::span<const std::byte> encoded, std::mt199
   CropBox box = choose_crop(info.width, info.height, rng);
   bool flip = draw_flip(rng);
   int num = choose_scale_num(box, options_.size);
-  JpegRegion region = jpeg_->decode(box.x, box.y, box.width, box.height, num, region_);
+  PixelBox origin;  // of the decoded JPEG in the source: a slice of it, when it has restart markers to cut at
+  if (auto slice = slice_restart_intervals(encoded, {box.x, box.y, box.width, box.height}, slice_)) {
+    (void)jpeg_->read_header(slice_);
+    origin = *slice;
+  }
+  JpegRegion region = jpeg_->decode(box.x - origin.x, box.y - origin.y, box.width, box.height, num, region_);
   if (region.cmyk) cmyk_to_rgbx(region);
   cv::Mat pixels(region.height, region.width, CV_8UC4, region.pixels, region.stride);
   const int size = options_.size;

@@ -69,6 +69,7 @@ class ImageAugmenter {
   std::unique_ptr<JpegRegionDecoder> jpeg_;  // reused from image to image
   std::vector<std::uint8_t> region_;         // the decoded crop box, reused between samples
   std::vector<std::uint8_t> resized_;        // the box resized, RGBX, before it goes to the batch
+  std::vector<std::byte> slice_;             // the rows of a JPEG with restart markers that the box needs
 };
 
 // Whether bytes look like a JPEG (SOI marker), whatever the extension says.

@@ -1,0 +1,40 @@
+// Internal: skipping the entropy decoding outside a crop, for JPEGs with
+// restart markers at every MCU or at MCU-row boundaries.
+//
+// Huffman-coded data can only be decoded from its start, so a region decoder
+// still pays for every MCU before the last one of its box: on photos, most
+// of a JPEG's decoding time. A restart marker resets the decoder (DC
+// predictions, bit buffer), so when restart intervals are single MCUs or
+// whole MCU rows, any rectangle of intervals forms a JPEG of its own: the
+// same headers with a smaller width and height, then those intervals' data
+// with the markers renumbered from 0. This cuts that JPEG out; decoding it
+// gives exactly the pixels the original has there.
+//
+// `make-shards --restart` writes such files, losslessly.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace tensorcom::pipeline {
+
+// A rectangle of an image, in pixels.
+struct PixelBox {
+  int x = 0, y = 0, width = 0, height = 0;
+};
+
+// Writes to out a JPEG holding the box `slice` of jpeg (returned): the
+// smallest rectangle of whole restart intervals that covers `want` and an
+// MCU more on every side (what chroma upsampling looks at), so that decoding
+// the slice gives the pixels of `want` exactly as decoding jpeg would.
+// Returns nothing when slicing would skip nothing, or when the file is not a
+// single-scan sequential JPEG with such restart intervals and all of its
+// markers present and in order. Never throws on malformed input: the caller
+// decodes the whole file then, and its decoder reports what is wrong.
+// REQUIRES: want is non-empty and lies inside the image.
+[[nodiscard]] std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg, const PixelBox& want,
+                                                              std::vector<std::byte>& out);
+
+}  // namespace tensorcom::pipeline

@@ -1,0 +1,194 @@
+// Cutting a crop's restart intervals out of a JPEG: the slice decodes to the
+// same pixels as the whole file, for every chroma layout and restart
+// spacing that allows slicing; other files are left alone.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <jpeglib.h>
+
+#include "image_augmenter.h"
+#include "jpeg_region.h"
+#include "jpeg_restart_slice.h"
+
+using namespace tensorcom::pipeline;
+
+namespace {
+
+struct Encoding {
+  int components = 3;
+  int h_samp = 2, v_samp = 2;  // of the luma component; chroma is 1x1
+  int restart_mcus = 0;        // restart interval in MCUs
+  int restart_rows = 0;        // or in MCU rows
+  bool progressive = false;
+};
+
+// A noisy, textured test image encoded with libjpeg as asked.
+std::vector<std::byte> encode(int width, int height, const Encoding& e, unsigned seed = 1) {
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr jerr;
+  cinfo.err = jpeg_std_error(&jerr);
+  jpeg_create_compress(&cinfo);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &buffer, &size);
+  cinfo.image_width = static_cast<JDIMENSION>(width);
+  cinfo.image_height = static_cast<JDIMENSION>(height);
+  cinfo.input_components = e.components;
+  cinfo.in_color_space = e.components == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&cinfo);
+  jpeg_set_quality(&cinfo, 90, TRUE);
+  if (e.components == 3) {
+    cinfo.comp_info[0].h_samp_factor = e.h_samp;
+    cinfo.comp_info[0].v_samp_factor = e.v_samp;
+  }
+  cinfo.restart_interval = static_cast<unsigned>(e.restart_mcus);
+  cinfo.restart_in_rows = e.restart_rows;
+  if (e.progressive) jpeg_simple_progression(&cinfo);
+  jpeg_start_compress(&cinfo, TRUE);
+  std::mt19937 rng(seed);
+  std::vector<unsigned char> row(static_cast<std::size_t>(width) * e.components);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    const int y = static_cast<int>(cinfo.next_scanline);
+    for (int x = 0; x < width; ++x) {
+      for (int c = 0; c < e.components; ++c) {
+        int v = (x * (c + 1) * 3 + y * (3 - c) * 2) % 256 + static_cast<int>(rng() % 40) - 20;
+        row[static_cast<std::size_t>(x * e.components + c)] = static_cast<unsigned char>(std::clamp(v, 0, 255));
+      }
+    }
+    JSAMPROW r = row.data();
+    jpeg_write_scanlines(&cinfo, &r, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  std::vector<std::byte> out(size);
+  std::memcpy(out.data(), buffer, size);
+  std::free(buffer);
+  return out;
+}
+
+// The box's pixels, decoded by the region decoder from `jpeg` whose top-left
+// corner is at `origin` of the image.
+std::vector<std::uint8_t> decode_box(std::span<const std::byte> jpeg, const PixelBox& origin, const PixelBox& box) {
+  JpegRegionDecoder decoder;
+  (void)decoder.read_header(jpeg);
+  std::vector<std::uint8_t> buffer;
+  JpegRegion r = decoder.decode(box.x - origin.x, box.y - origin.y, box.width, box.height, 8, buffer);
+  REQUIRE(r.width == box.width);
+  REQUIRE(r.height == box.height);
+  std::vector<std::uint8_t> pixels;
+  for (int y = 0; y < r.height; ++y) {
+    const std::uint8_t* row = r.pixels + static_cast<std::size_t>(y) * r.stride;
+    pixels.insert(pixels.end(), row, row + static_cast<std::size_t>(r.width) * 4);
+  }
+  return pixels;
+}
+
+void check_slices_decode_exactly(const std::vector<std::byte>& jpeg, int width, int height, bool expect_columns) {
+  std::mt19937 rng(7);
+  int sliced = 0, narrower = 0;
+  std::vector<std::byte> slice_bytes;
+  for (int i = 0; i < 60; ++i) {
+    PixelBox box;
+    box.width = 1 + static_cast<int>(rng() % static_cast<unsigned>(width));
+    box.height = 1 + static_cast<int>(rng() % static_cast<unsigned>(height));
+    box.x = static_cast<int>(rng() % static_cast<unsigned>(width - box.width + 1));
+    box.y = static_cast<int>(rng() % static_cast<unsigned>(height - box.height + 1));
+    CAPTURE(box.x);
+    CAPTURE(box.y);
+    CAPTURE(box.width);
+    CAPTURE(box.height);
+    auto slice = slice_restart_intervals(jpeg, box, slice_bytes);
+    if (!slice) continue;
+    ++sliced;
+    if (slice->width < width) ++narrower;
+    CHECK(slice->x <= box.x);
+    CHECK(slice->y <= box.y);
+    CHECK(slice->x + slice->width >= box.x + box.width);
+    CHECK(slice->y + slice->height >= box.y + box.height);
+    JpegRegionDecoder probe;
+    JpegInfo info = probe.read_header(slice_bytes);
+    CHECK(info.width == slice->width);
+    CHECK(info.height == slice->height);
+    CHECK(decode_box(slice_bytes, *slice, box) == decode_box(jpeg, PixelBox{}, box));
+  }
+  CHECK(sliced > 20);
+  CHECK((narrower > 0) == expect_columns);
+}
+
+}  // namespace
+
+TEST_CASE("a slice of a JPEG with a restart marker at every MCU decodes as the whole file does") {
+  struct Layout {
+    int components, h, v;
+  };
+  for (Layout l : {Layout{3, 2, 2}, Layout{3, 2, 1}, Layout{3, 1, 1}, Layout{3, 1, 2}, Layout{1, 1, 1}}) {
+    CAPTURE(l.components);
+    CAPTURE(l.h);
+    CAPTURE(l.v);
+    Encoding e{l.components, l.h, l.v, 1, 0, false};
+    const int width = 203, height = 157;  // partial MCUs at the right and bottom
+    check_slices_decode_exactly(encode(width, height, e), width, height, true);
+  }
+}
+
+TEST_CASE("a slice of a JPEG with a restart marker every MCU row or two decodes as the whole file does") {
+  for (int rows : {1, 2}) {
+    CAPTURE(rows);
+    Encoding e{3, 2, 2, 0, rows, false};
+    check_slices_decode_exactly(encode(250, 190, e), 250, 190, false);
+  }
+}
+
+TEST_CASE("files that cannot be sliced are left to the whole-file decoder") {
+  std::vector<std::byte> out;
+  const PixelBox box{100, 100, 50, 50};
+  SUBCASE("no restart markers") { CHECK_FALSE(slice_restart_intervals(encode(256, 256, {}), box, out)); }
+  SUBCASE("intervals that do not tile the image") {
+    // 16 MCUs a row, intervals of 3: they straddle rows.
+    CHECK_FALSE(slice_restart_intervals(encode(256, 256, {3, 2, 2, 3, 0, false}), box, out));
+  }
+  SUBCASE("progressive") { CHECK_FALSE(slice_restart_intervals(encode(256, 256, {3, 2, 2, 1, 0, true}), box, out)); }
+  SUBCASE("a box at the top left of a row-restart file: nothing to skip") {
+    CHECK_FALSE(slice_restart_intervals(encode(256, 256, {3, 2, 2, 0, 1, false}), PixelBox{0, 0, 50, 50}, out));
+  }
+  SUBCASE("a restart marker out of sequence") {
+    auto jpeg = encode(256, 256, {3, 2, 2, 1, 0, false});
+    auto* b = reinterpret_cast<unsigned char*>(jpeg.data());
+    for (std::size_t i = jpeg.size() / 3; i + 1 < jpeg.size(); ++i) {
+      if (b[i] == 0xFF && b[i + 1] >= 0xD0 && b[i + 1] <= 0xD7) {
+        b[i + 1] = static_cast<unsigned char>(0xD0 + (b[i + 1] - 0xD0 + 3) % 8);
+        break;
+      }
+    }
+    CHECK_FALSE(slice_restart_intervals(jpeg, PixelBox{200, 200, 50, 50}, out));
+  }
+  SUBCASE("a file cut short before the box's intervals") {
+    auto jpeg = encode(256, 256, {3, 2, 2, 1, 0, false});
+    jpeg.resize(jpeg.size() / 2);
+    CHECK_FALSE(slice_restart_intervals(jpeg, PixelBox{200, 200, 50, 50}, out));
+  }
+  SUBCASE("not a JPEG") {
+    std::vector<std::byte> junk(300, std::byte{0x41});
+    CHECK_FALSE(slice_restart_intervals(junk, box, out));
+  }
+}
+
+TEST_CASE("the augmenter gives the same images from a file with restart markers as from one without") {
+  // The same coefficients either way: restart markers change only how they are coded.
+  auto plain = encode(320, 240, {3, 2, 2, 0, 0, false}, 3);
+  auto restarts = encode(320, 240, {3, 2, 2, 1, 0, false}, 3);
+  ImageAugmenter augmenter{AugmentOptions{}};
+  std::vector<std::uint8_t> a(224 * 224 * 3), b(224 * 224 * 3);
+  for (std::uint64_t seed = 0; seed < 20; ++seed) {
+    std::mt19937_64 rng_a(seed), rng_b(seed);
+    augmenter.augment(plain, "jpg", rng_a, a.data());
+    augmenter.augment(restarts, "jpg", rng_b, b.data());
+    CHECK(a == b);
+  }
+}
