@@ -208,6 +208,47 @@ def test_image_folder(tmp_path):
                       "zebra/img_1": jpegs[0]}
 
 
+def restart_interval(jpeg):
+    """The JPEG's DRI value (MCUs between restart markers), 0 without one."""
+    i = 2
+    while i + 4 <= len(jpeg) and jpeg[i] == 0xFF:
+        marker, length = jpeg[i + 1], int.from_bytes(jpeg[i + 2:i + 4], "big")
+        if marker == 0xDD:
+            return int.from_bytes(jpeg[i + 4:i + 6], "big")
+        if marker == 0xDA:
+            return 0
+        i += 2 + length
+    return 0
+
+
+def test_restart_markers_rewrite_jpegs_losslessly(tmp_path):
+    jpegs = synthetic_jpegs(tmp_path, 4)
+    root = tmp_path / "train"
+    for i, jpeg in enumerate(jpegs):
+        write(root / "c" / f"{i}.jpg", jpeg)
+    # A progressive JPEG comes out sequential, with the same pixels.
+    progressive = cv2.imencode(".jpg", decode(jpegs[0]), [cv2.IMWRITE_JPEG_PROGRESSIVE, 1])[1].tobytes()
+    write(root / "c" / "p.jpg", progressive)
+    png = cv2.imencode(".png", decode(jpegs[1]))[1].tobytes()
+    write(root / "c" / "q.png", png)
+    write(root / "c" / "z.jpg", jpegs[2][: len(jpegs[2]) // 2])  # truncated: packed as it is
+    result = run(root, "--restart-markers", "-o", tmp_path / "out" / "%d.tar")
+    assert result.returncode == 0, result.stderr
+    assert "c/z" in result.stderr and "packed unchanged" in result.stderr
+    assert "without restart markers (unreadable): 1" in result.stdout
+    samples = dict((key, members) for key, members in read_all(tmp_path / "out"))
+    originals = {f"c/{i}": jpeg for i, jpeg in enumerate(jpegs)}
+    originals["c/p"] = progressive
+    for key, original in originals.items():
+        rewritten = samples[key]["jpg"]
+        assert rewritten != original
+        assert restart_interval(rewritten) == 1, key
+        assert np.array_equal(decode(rewritten), decode(original)), key
+        assert len(rewritten) < 1.15 * len(original), key
+    assert samples["c/q"]["png"] == png
+    assert samples["c/z"]["jpg"] == jpegs[2][: len(jpegs[2]) // 2]
+
+
 def test_image_folder_refuses_colliding_keys(tmp_path):
     jpegs = synthetic_jpegs(tmp_path, 2)
     write(tmp_path / "train" / "c" / "a.b.jpg", jpegs[0])

@@ -22,6 +22,7 @@ import sys
 import tarfile
 import tempfile
 
+import cv2
 import numpy as np
 import pytest
 import zmq
@@ -356,6 +357,28 @@ def test_same_seed_gives_same_image_per_key_whatever_the_workers(clean_data, run
     a = by_key(run(common + ["-w", "1"], rundir))
     b = by_key(run(common + ["-w", "2"], rundir))
     assert set(a) == set(b)
+    for k in a:
+        assert np.array_equal(a[k][1], b[k][1]), k
+
+
+def test_restart_markers_change_nothing_served(root, rundir):
+    # Restart markers let the server decode only a crop's part of a JPEG:
+    # the images served must be those of the same JPEGs without markers.
+    rng = np.random.default_rng(5)
+    d = os.path.join(root, "restart")
+    os.makedirs(d)
+    plain, marked = [], []
+    for i in range(12):
+        hh, ww = (int(v) for v in rng.integers(180, 300, 2))
+        bgr = cv2.cvtColor(h.smooth_image(rng, hh, ww), cv2.COLOR_RGB2BGR)
+        for out, extra in ((plain, []), (marked, [cv2.IMWRITE_JPEG_RST_INTERVAL, 1])):
+            ok, buf = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, 90] + extra)
+            assert ok
+            out.append((f"r{i:03d}", {"jpg": buf.tobytes(), "cls": h.cls(i % 3)}))
+    common = ["--epochs", "1", "--meta", "-b", "4", "-w", "1", "--size", "48", "--seed", "3", "-r", "0"]
+    a = by_key(run(["-u", h.write_tar(os.path.join(d, "plain.tar"), plain)] + common, rundir))
+    b = by_key(run(["-u", h.write_tar(os.path.join(d, "marked.tar"), marked)] + common, rundir))
+    assert set(a) == set(b) and len(a) == 12
     for k in a:
         assert np.array_equal(a[k][1], b[k][1]), k
 

@@ -1,0 +1,105 @@
+#include "restart_markers.h"
+
+// jpeglib.h needs FILE and size_t declared first.
+#include <cstddef>
+#include <cstdio>
+#include <csetjmp>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include <jerror.h>
+#include <jpeglib.h>
+
+#include "tensorcom/error.h"
+
+namespace make_shards {
+
+namespace {
+
+struct ErrorManager {
+  jpeg_error_mgr pub;  // first: libjpeg sees only this part
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+[[noreturn]] void on_error_exit(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+
+// A truncated file would be padded with grey and rewritten as if whole:
+// refuse it, as the servers do.
+void on_emit_message(j_common_ptr cinfo, int level) {
+  if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) on_error_exit(cinfo);
+}
+
+// Both libjpeg objects and the output buffer, released in any case.
+struct Transcoder {
+  jpeg_decompress_struct src{};
+  jpeg_compress_struct dst{};
+  ErrorManager err{};
+  unsigned char* out = nullptr;
+  unsigned long out_size = 0;
+
+  Transcoder() {
+    src.err = jpeg_std_error(&err.pub);
+    dst.err = &err.pub;
+    err.pub.error_exit = on_error_exit;
+    err.pub.emit_message = on_emit_message;
+    jpeg_create_decompress(&src);
+    jpeg_create_compress(&dst);
+  }
+  ~Transcoder() {
+    jpeg_destroy_compress(&dst);
+    jpeg_destroy_decompress(&src);
+    std::free(out);
+  }
+  Transcoder(const Transcoder&) = delete;
+  Transcoder& operator=(const Transcoder&) = delete;
+};
+
+// The segments to carry over: all but the JFIF and Adobe ones that the
+// compressor writes itself (jpegtran's rule).
+bool written_by_compressor(const jpeg_compress_struct& dst, const jpeg_marker_struct& m) {
+  auto starts_with = [&](const char* tag, unsigned n) {
+    return m.data_length >= n && std::memcmp(m.data, tag, n) == 0;
+  };
+  return (dst.write_JFIF_header && m.marker == JPEG_APP0 && starts_with("JFIF", 5)) ||
+         (dst.write_Adobe_marker && m.marker == JPEG_APP0 + 14 && starts_with("Adobe", 5));
+}
+
+// May longjmp back to its own setjmp: holds only trivially destructible locals.
+bool transcode_protected(Transcoder* t, const unsigned char* data, std::size_t size) {
+  if (setjmp(t->err.jump)) return false;
+  jpeg_mem_src(&t->src, data, static_cast<unsigned long>(size));
+  jpeg_save_markers(&t->src, JPEG_COM, 0xFFFF);
+  for (int m = 0; m < 16; ++m) jpeg_save_markers(&t->src, JPEG_APP0 + m, 0xFFFF);
+  jpeg_read_header(&t->src, TRUE);
+  jvirt_barray_ptr* coefficients = jpeg_read_coefficients(&t->src);
+  jpeg_mem_dest(&t->dst, &t->out, &t->out_size);
+  jpeg_copy_critical_parameters(&t->src, &t->dst);
+  t->dst.restart_interval = 1;
+  t->dst.optimize_coding = TRUE;
+  jpeg_write_coefficients(&t->dst, coefficients);
+  for (jpeg_saved_marker_ptr m = t->src.marker_list; m; m = m->next) {
+    if (!written_by_compressor(t->dst, *m)) jpeg_write_marker(&t->dst, m->marker, m->data, m->data_length);
+  }
+  jpeg_finish_compress(&t->dst);
+  jpeg_finish_decompress(&t->src);
+  return true;
+}
+
+}  // namespace
+
+Bytes with_restart_markers(std::span<const unsigned char> jpeg) {
+  auto t = std::make_unique<Transcoder>();
+  if (!transcode_protected(t.get(), jpeg.data(), jpeg.size())) {
+    const std::size_t unread = t->src.src ? t->src.src->bytes_in_buffer : jpeg.size();
+    throw tensorcom::FormatError(std::string("JPEG: ") + t->err.message, jpeg.size() - unread);
+  }
+  return Bytes(t->out, t->out + t->out_size);
+}
+
+}  // namespace make_shards
