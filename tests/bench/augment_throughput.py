@@ -5,7 +5,7 @@
       batches of 256 to a local consumer pinned to core 1;
   (3) torchvision RandomResizedCrop + flip on PIL (decode included), one core;
   (4) serve-imagenet-shards, two workers on both cores;
-  (2r) as (2), on the same images rewritten losslessly by
+  (2r), (4r) as (2) and (4), on the same images rewritten losslessly by
       `make-shards --restart-markers` (same pixels; the server then
       entropy-decodes only the restart intervals its crops need).
 Prints each figure, the ratios the issue sets targets for, and whether each
@@ -27,7 +27,8 @@ import tarfile
 import tempfile
 import time
 
-TARGETS = [("(2) / (1)", 1.3), ("(2) / (3)", 3.0), ("(4) / (2)", 1.8), ("(2r) / (1)", 1.3), ("(2r) / (3)", 3.0)]
+TARGETS = [("(2) / (1)", 1.3), ("(2) / (3)", 3.0), ("(4) / (2)", 1.8), ("(2r) / (1)", 1.3), ("(2r) / (3)", 3.0),
+           ("(4r) / (2r)", 1.8)]
 
 
 def shard_paths(pattern):
@@ -175,7 +176,8 @@ def main():
                 "(2)": lambda: server(args.build, args.shards, images, 1, "0", args.epochs),
                 "(3)": lambda: torchvision(paths),
                 "(4)": lambda: server(args.build, args.shards, images, 2, "0,1", args.epochs),
-                "(2r)": lambda: server(args.build, restart_pattern, images, 1, "0", args.epochs)}
+                "(2r)": lambda: server(args.build, restart_pattern, images, 1, "0", args.epochs),
+                "(4r)": lambda: server(args.build, restart_pattern, images, 2, "0,1", args.epochs)}
         for name, run in runs.items():
             value = run()
             if value is not None:
@@ -185,7 +187,8 @@ def main():
               "(2)": "serve-imagenet-shards -w 1, 1 core",
               "(3)": "torchvision RandomResizedCrop+flip on PIL, 1 core",
               "(4)": "serve-imagenet-shards -w 2, 2 cores",
-              "(2r)": "(2) on the images with restart markers"}
+              "(2r)": "(2) on the images with restart markers",
+              "(4r)": "(4) on the images with restart markers"}
     print(f"{images} images from {len(paths)} shards, best of {args.repeat}")
     for name, label in labels.items():
         print(f"{name} {label:52s} {best.get(name, float('nan')):8.1f} images/s")
