@@ -48,26 +48,10 @@ def count_images(paths):
     return n
 
 
-def restart_shards(build, paths, folder):
-    """The images of the shards, rewritten with restart markers into new shards; their pattern."""
-    listing = []
-    for path in paths:
-        with tarfile.open(path) as tar:
-            for m in tar:
-                if m.isfile():
-                    target = os.path.join(folder, "images", m.name)
-                    os.makedirs(os.path.dirname(target), exist_ok=True)
-                    with open(target, "wb") as f:
-                        f.write(tar.extractfile(m).read())
-    for root, _, files in os.walk(os.path.join(folder, "images")):
-        for name in sorted(files):
-            if name.lower().endswith((".jpg", ".jpeg")):
-                with open(os.path.join(root, name[:name.index(".")] + ".cls")) as f:
-                    listing.append(f"{os.path.join(root, name)} {f.read().strip()}")
-    with open(os.path.join(folder, "list.txt"), "w") as f:
-        f.write("\n".join(listing) + "\n")
-    subprocess.run([f"{build}/tools/make_shards/make-shards", "--list", os.path.join(folder, "list.txt"),
-                    "--restart-markers", "--maxcount", "500", "-o", os.path.join(folder, "r-%06d.tar")],
+def restart_shards(build, pattern, folder):
+    """The shards re-packed by make-shards --restart-markers into folder; their pattern."""
+    subprocess.run([f"{build}/tools/make_shards/make-shards", "--from-shards", pattern, "--restart-markers",
+                    "--maxcount", "500", "-o", os.path.join(folder, "r-%06d.tar")],
                    check=True, capture_output=True, timeout=1200)
     count = len([n for n in os.listdir(folder) if n.startswith("r-")])
     return os.path.join(folder, "r-{%06d..%06d}.tar" % (0, count - 1))
@@ -169,7 +153,7 @@ def main():
     images = count_images(paths)
     best = {}
     scratch = tempfile.TemporaryDirectory(dir="/tmp")
-    restart_pattern = restart_shards(args.build, paths, scratch.name)
+    restart_pattern = restart_shards(args.build, args.shards, scratch.name)
     for _ in range(args.repeat):
         runs = {"(1)": lambda: baseline(args.build, paths),
                 "(1e)": lambda: baseline(args.build, paths, entropy_only=True),

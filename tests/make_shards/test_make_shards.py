@@ -9,6 +9,7 @@ its base name; consecutive members with one key form a sample), so the test
 needs neither webdataset nor network access. Images are decoded with cv2.
 """
 
+import io
 import os
 import re
 import subprocess
@@ -247,6 +248,53 @@ def test_restart_markers_rewrite_jpegs_losslessly(tmp_path):
         assert len(rewritten) < 1.15 * len(original), key
     assert samples["c/q"]["png"] == png
     assert samples["c/z"]["jpg"] == jpegs[2][: len(jpegs[2]) // 2]
+
+
+def test_from_shards_repacks_every_member_in_order(tmp_path):
+    jpegs = synthetic_jpegs(tmp_path, 5)
+    source = tmp_path / "in"
+    source.mkdir()
+    samples = [(f"a/s{i}", {"jpg": jpegs[i], "cls": str(i).encode(), "json": b'{"i": %d}' % i}) for i in range(5)]
+    for n, part in enumerate((samples[:3], samples[3:])):
+        with tarfile.open(source / f"in-{n}.tar", "w", format=tarfile.GNU_FORMAT) as tar:
+            for key, members in part:
+                for ext, data in members.items():
+                    info = tarfile.TarInfo(f"{key}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+            tar.addfile(tarfile.TarInfo("a/README"), io.BytesIO(b""))  # no key: passed over, as webdataset does
+    out = make_shards("--from-shards", f"{source}/in-{{0..1}}.tar", "--maxcount", "2", "-o", tmp_path / "out" / "%d.tar")
+    assert "members passed over (not files, or no key): 2" in out
+    assert len(shard_paths(tmp_path / "out")) == 3
+    assert read_all(tmp_path / "out") == samples
+
+    make_shards("--from-shards", f"{source}/in-{{0..1}}.tar", "--restart-markers", "-o", tmp_path / "r" / "%d.tar")
+    rewritten = read_all(tmp_path / "r")
+    assert [key for key, _ in rewritten] == [key for key, _ in samples]
+    for (key, got), (_, want) in zip(rewritten, samples):
+        assert got["cls"] == want["cls"] and got["json"] == want["json"]
+        assert restart_interval(got["jpg"]) == 1, key
+        assert np.array_equal(decode(got["jpg"]), decode(want["jpg"])), key
+
+
+def test_from_shards_reports_a_damaged_shard_and_keeps_the_rest(tmp_path):
+    make_shards("--synthetic", 6, "--maxcount", "3", "-o", tmp_path / "in" / "%d.tar")
+    whole = read_all(tmp_path / "in")
+    first = tmp_path / "in" / "0.tar"
+    data = first.read_bytes()
+    first.write_bytes(data[: len(data) // 2])
+    result = run("--from-shards", f"{tmp_path}/in/{{0..1}}.tar", "-o", tmp_path / "out" / "%d.tar")
+    assert result.returncode == 1
+    assert "0.tar" in result.stderr and "ended early" in result.stderr
+    got = read_all(tmp_path / "out")
+    assert got[-3:] == whole[3:]  # the second shard whole
+    assert all(sample in whole[:3] for sample in got[:-3])
+
+
+def test_from_shards_refuses_shuffle(tmp_path):
+    result = run("--from-shards", "x.tar", "--shuffle", "-o", tmp_path / "%d.tar")
+    assert result.returncode == 2
+    assert "--shuffle" in result.stderr
 
 
 def test_image_folder_refuses_colliding_keys(tmp_path):

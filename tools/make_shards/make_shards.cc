@@ -7,6 +7,7 @@
 #include <boost/program_options.hpp>
 
 #include <cerrno>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <clocale>
@@ -17,9 +18,11 @@
 
 #include "samples.h"
 #include "restart_markers.h"
+#include "shard_samples.h"
 #include "shard_writer.h"
 #include "synthetic_image.h"
 #include "tar_encoder.h"
+#include "tensorcom/brace.h"
 #include "tensorcom/error.h"
 #include "tool_main.h"
 
@@ -29,10 +32,12 @@ using namespace make_shards;
 namespace {
 
 constexpr const char* kCaption =
-    "usage: make-shards [options] DIR | --list FILE | --synthetic N\n"
+    "usage: make-shards [options] DIR | --list FILE | --synthetic N | --from-shards PATTERN\n"
     "Packs an ImageFolder tree (DIR/CLASS/*.{jpg,jpeg,png,ppm}; label = index of CLASS\n"
     "in sorted order), a list of 'PATH LABEL' lines, or N synthetic JPEGs into webdataset\n"
-    "shards: members KEY.EXT (the image bytes) and KEY.cls (the label)";
+    "shards: members KEY.EXT (the image bytes) and KEY.cls (the label). --from-shards\n"
+    "re-packs existing webdataset shards, every member kept (with --restart-markers,\n"
+    "JPEGs rewritten)";
 
 constexpr int kMaxSide = 16384;
 
@@ -50,6 +55,8 @@ po::options_description make_options() {
        "bytes per shard at most (a larger single sample gets a shard of its own); 1e9 style accepted")
       ("list", po::value<std::string>(), "read samples from this list of 'PATH LABEL' lines")
       ("synthetic", po::value<std::uint64_t>(), "generate this many synthetic samples")
+      ("from-shards", po::value<std::string>(),
+       "re-pack the samples of these tar shards (brace-expanded, in order), e.g. 'in/train-{0000..0146}.tar'")
       ("shuffle", po::bool_switch(), "shuffle the samples (deterministically, by --seed)")
       ("seed", po::value<std::uint64_t>()->default_value(0), "seed of --shuffle and of synthetic images")
       ("mtime", po::value<std::int64_t>()->default_value(0), "modification time of every member (seconds since 1970)")
@@ -91,8 +98,11 @@ po::options_description make_options() {
 // Throws po::error unless exactly one input is given, and synthetic options
 // only with --synthetic.
 void check_inputs(const po::variables_map& vars) {
-  int inputs = static_cast<int>(vars.count("dir") + vars.count("list") + vars.count("synthetic"));
-  if (inputs != 1) throw po::error("give exactly one of DIR, --list FILE, --synthetic N");
+  int inputs =
+      static_cast<int>(vars.count("dir") + vars.count("list") + vars.count("synthetic") + vars.count("from-shards"));
+  if (inputs != 1) throw po::error("give exactly one of DIR, --list FILE, --synthetic N, --from-shards PATTERN");
+  // Shuffling would hold every sample in memory; re-packing streams.
+  if (vars.count("from-shards") && vars["shuffle"].as<bool>()) throw po::error("--shuffle does not apply to --from-shards");
   if (!vars.count("synthetic")) {
     for (const char* name : kSyntheticOnly)
       if (!vars[name].defaulted()) throw po::error(std::string("--") + name + " applies only to --synthetic");
@@ -133,17 +143,56 @@ void check_inputs(const po::variables_map& vars) {
 }
 
 // With --restart-markers, a JPEG is rewritten; one libjpeg cannot read is
-// packed as it was (the servers will skip and count it), with a warning.
-// Returns whether image was left as it was for that reason.
-bool add_restart_markers(const Sample& sample, Bytes& image) {
-  if (sample.extension != "jpg") return false;
+// packed as it was (the servers will skip and count it), with a warning
+// naming `what`. Returns whether image was left as it was for that reason.
+bool add_restart_markers(const std::string& what, Bytes& image) {
   try {
     image = with_restart_markers(image);
     return false;
   } catch (const tensorcom::FormatError& e) {
-    std::cerr << "make-shards: " << describe(sample) << ": packed unchanged: " << e.what() << '\n';
+    std::cerr << "make-shards: " << what << ": packed unchanged: " << e.what() << '\n';
     return true;
   }
+}
+
+bool is_jpeg_member(const std::string& name) {
+  std::string ext = name.substr(name.rfind('.') + 1);
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext == "jpg" || ext == "jpeg";
+}
+
+// What re-packing met besides good samples.
+struct RepackCounts {
+  std::uint64_t unreadable_jpegs = 0;
+  std::uint64_t skipped_members = 0;
+  std::uint64_t damaged_shards = 0;
+};
+
+// --from-shards: every sample of every shard, in order, members unchanged
+// but for JPEGs given restart markers when asked. A damaged shard is
+// reported and ends there; the others go on.
+RepackCounts repack_shards(const std::string& pattern, bool restart_markers, TarEncoder& encoder,
+                           ShardWriter& writer) {
+  RepackCounts counts;
+  for (const std::string& path : tensorcom::brace_expand(pattern)) {
+    ShardSamples shard(path);
+    while (auto sample = shard.next()) {
+      std::vector<TarMember> members;
+      for (ShardMember& m : *sample) {
+        if (restart_markers && is_jpeg_member(m.name) && add_restart_markers(path + ": " + m.name, m.data)) {
+          ++counts.unreadable_jpegs;
+        }
+        members.push_back({m.name, m.data});
+      }
+      writer.add(encoder.encode(members));
+    }
+    counts.skipped_members += shard.skipped_members();
+    if (shard.error()) {
+      ++counts.damaged_shards;
+      std::cerr << "make-shards: shard ended early, samples after the damage lost: " << *shard.error() << '\n';
+    }
+  }
+  return counts;
 }
 
 void print_summary(const std::vector<ShardSummary>& shards) {
@@ -167,7 +216,9 @@ int run(int argc, char** argv) {
   po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vars);
   po::notify(vars);
   if (vars.count("help")) return print_usage(options, true);
-  if (!vars.count("dir") && !vars.count("list") && !vars.count("synthetic")) return print_usage(options, false);
+  if (!vars.count("dir") && !vars.count("list") && !vars.count("synthetic") && !vars.count("from-shards")) {
+    return print_usage(options, false);
+  }
 
   // Everything that can be refused is checked before the first shard exists,
   // but for input files that turn out unreadable.
@@ -175,15 +226,25 @@ int run(int argc, char** argv) {
   ShardPattern pattern(vars["output"].as<std::string>());
   ShardLimits limits = shard_limits(vars);
   SyntheticImageOptions synthetic = synthetic_options(vars);
-  std::vector<Sample> samples = select_samples(vars);
-
   TarEncoder encoder(vars["mtime"].as<std::int64_t>());
   ShardWriter writer(std::move(pattern), limits);
   const bool restart_markers = vars["restart-markers"].as<bool>();
+  if (vars.count("from-shards")) {
+    RepackCounts counts = repack_shards(vars["from-shards"].as<std::string>(), restart_markers, encoder, writer);
+    print_summary(writer.finish());
+    if (counts.unreadable_jpegs) std::cout << "JPEGs packed without restart markers (unreadable): " << counts.unreadable_jpegs << '\n';
+    if (counts.skipped_members) std::cout << "members passed over (not files, or no key): " << counts.skipped_members << '\n';
+    if (counts.damaged_shards) std::cout << "input shards that ended early: " << counts.damaged_shards << '\n';
+    return counts.damaged_shards ? 1 : 0;
+  }
+
+  std::vector<Sample> samples = select_samples(vars);
   std::uint64_t unreadable_jpegs = 0;
   for (const Sample& sample : samples) {
     Bytes image = image_bytes(sample, synthetic);
-    if (restart_markers && add_restart_markers(sample, image)) ++unreadable_jpegs;
+    if (restart_markers && sample.extension == "jpg" && add_restart_markers(describe(sample), image)) {
+      ++unreadable_jpegs;
+    }
     std::string label = std::to_string(sample.label);
     const TarMember members[] = {
         {sample.key + "." + sample.extension, image},
