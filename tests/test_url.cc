@@ -190,6 +190,14 @@ TEST_CASE("parse_urls: expansion and one shared socket") {
     CHECK(endpoints[3].address == "inproc://i");
     CHECK_FALSE(endpoints[3].bind);
   }
+  SUBCASE("without expansion each pattern is one literal URL") {
+    const auto endpoints =
+        parse_urls(std::vector<std::string>{"zpull+ipc:///tmp/a{1,2}", "zpull+ipc:///tmp/b"}, false);
+    REQUIRE(endpoints.size() == 2);
+    CHECK(endpoints[0].address == "ipc:///tmp/a{1,2}");
+    CHECK(endpoints[1].address == "ipc:///tmp/b");
+    CHECK(parse_urls(std::vector<std::string>{"zpull+ipc:///tmp/a{1,2}"}, true).size() == 2);
+  }
   SUBCASE("SUB URLs sharing a topic") {
     const auto endpoints = parse_urls(std::vector<std::string>{"zsub://h:1#t", "zrsub://*:2#t"});
     REQUIRE(endpoints.size() == 2);

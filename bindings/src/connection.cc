@@ -112,7 +112,7 @@ std::unique_ptr<PyConnection> make_connection(const std::vector<std::string>& ur
                                               std::optional<std::string> topic, int send_hwm, int recv_hwm,
                                               double heartbeat, double heartbeat_timeout, double reconnect,
                                               double reconnect_max, double linger, std::int64_t max_message_size,
-                                              std::size_t stats_horizon) {
+                                              std::size_t stats_horizon, bool expand_braces) {
   if (urls.empty()) throw UrlError("a connection needs at least one URL");
   ConnectionOptions options;
   options.framing = multipart ? Framing::kMultipart : Framing::kSingleBuffer;
@@ -129,6 +129,7 @@ std::unique_ptr<PyConnection> make_connection(const std::vector<std::string>& ur
   options.linger = to_milliseconds(linger, "linger");
   options.max_message_size = max_message_size;
   options.stats_horizon = stats_horizon;
+  options.expand_braces = expand_braces;
   return std::make_unique<PyConnection>(urls, std::move(options));
 }
 
@@ -155,7 +156,7 @@ void bind_connection(py::module_& m) {
            py::arg("topic") = py::none(), py::arg("send_hwm") = 8, py::arg("recv_hwm") = 8, py::arg("heartbeat") = 0.0,
            py::arg("heartbeat_timeout") = 0.0, py::arg("reconnect") = 0.1, py::arg("reconnect_max") = 2.0,
            py::arg("linger") = 2.0, py::arg("max_message_size") = std::int64_t{2} << 30,
-           py::arg("stats_horizon") = 1000)
+           py::arg("stats_horizon") = 1000, py::arg("expand_braces") = true)
       .def(
           "recv",
           [](PyConnection& self, std::optional<double> timeout) -> py::object {

@@ -8,10 +8,19 @@ until written). One thread at a time per Connection.
 
 from . import _tensorcom
 from ._tensorcom import ArgumentError, TransportError
-from .converters import listify, make_converters, transform_with
+from .converters import device_converter, listify, make_converters, transform_with
 from .tenbin import as_list
 
 _WAIT = object()  # recv(): wait as iteration does
+_64BIT = ("float64", "int64", "uint64")
+
+
+def refuse_64bit(arrays):
+    for i, a in enumerate(arrays):
+        name = str(getattr(a, "dtype", "")).removeprefix("torch.")  # numpy or torch
+        if name in _64BIT:
+            raise ValueError(f"array {i} is {name}: 64-bit arrays are sent only with allow64=True "
+                             "(on the Connection or the send)")
 
 
 class Connection:
@@ -27,6 +36,14 @@ class Connection:
     report       iteration prints "count N rate ..." every report samples (<= 0: never)
     timeout      seconds iteration waits before tensorcom.TimeoutError (None: forever)
     topic        SUB subscription (default: the URL's #fragment)
+    noexpand     take each URL literally, without brace expansion
+    allow64      let send() take float64, int64 and uint64 arrays (refused by
+                 default, as the reference intends: trainers rarely want them)
+    device       received arrays as torch tensors on this device ("cpu",
+                 "cuda", "cuda:1"), a shorthand for converters="torch" or a
+                 CUDA converter; None (default) leaves them NumPy arrays
+    raw          the reference's flag for undecoded messages (which it never
+                 honoured); only False is accepted
     send_hwm, recv_hwm, heartbeat, heartbeat_timeout, reconnect, reconnect_max,
     linger, max_message_size, stats_horizon
                  as ConnectionOptions in connection.h (durations in seconds)
@@ -35,18 +52,25 @@ class Connection:
     def __init__(self, url=None, epoch=100000, total=-1, multipart=True, infos=None, batch_transforms=None,
                  batch_count=True, converters=None, report=-1, stats_horizon=1000, timeout=None, topic=None,
                  send_hwm=8, recv_hwm=8, heartbeat=0.0, heartbeat_timeout=0.0, reconnect=0.1, reconnect_max=2.0,
-                 linger=2.0, max_message_size=2 << 30):
+                 linger=2.0, max_message_size=2 << 30, noexpand=False, allow64=False, device=None, raw=False):
+        if raw:
+            raise ArgumentError("raw=True is not supported: batches are always decoded (zero-copy) into arrays")
+        if device is not None and converters is not None:
+            raise ArgumentError("give converters or device, not both")
         self.epoch = epoch
         self.total = total
         self.infos = infos
+        self.allow64 = allow64
+        self.device = device
         self.batch_transforms = listify(batch_transforms)
-        self.converters = make_converters(converters)
+        self.converters = make_converters(converters if device is None else device_converter(device))
         self.batch_count = batch_count
         self.report = report
         self._options = dict(multipart=multipart, timeout=timeout, epoch=epoch, total=total, topic=topic,
                              send_hwm=send_hwm, recv_hwm=recv_hwm, heartbeat=heartbeat,
                              heartbeat_timeout=heartbeat_timeout, reconnect=reconnect, reconnect_max=reconnect_max,
-                             linger=linger, max_message_size=max_message_size, stats_horizon=stats_horizon)
+                             linger=linger, max_message_size=max_message_size, stats_horizon=stats_horizon,
+                             expand_braces=not noexpand)
         self._c = None
         self._closed = False
         if url is not None:
@@ -87,10 +111,14 @@ class Connection:
 
     # --- sending ---------------------------------------------------------------
 
-    def send(self, data, infos=None):
+    def send(self, data, infos=None, allow64=None):
         """Sends a list of arrays (or of anything numpy.asarray takes, CPU torch
-        tensors included). C-contiguous little-endian arrays are not copied."""
-        self._core().send(as_list(data), infos if infos is not None else self.infos)
+        tensors included). C-contiguous little-endian arrays are not copied.
+        64-bit arrays raise ValueError unless allow64 (default: the connection's)."""
+        arrays = as_list(data)
+        if not (self.allow64 if allow64 is None else allow64):
+            refuse_64bit(arrays)
+        self._core().send(arrays, infos if infos is not None else self.infos)
 
     write = send
 

@@ -28,6 +28,17 @@ converter_table = {
 }
 
 
+def device_converter(device):
+    """The converter for a Connection's device=: torch tensors on that device."""
+    name = str(device)
+    if name == "cpu":
+        return "torch"
+    if name.startswith("cuda"):
+        from .torch import CudaConverter
+        return CudaConverter(device=name)
+    raise ArgumentError(f"unknown device {device!r} (cpu, cuda or cuda:N)")
+
+
 def listify(x):
     """None for None, a list or tuple as is, [x] for anything else."""
     if x is None:

@@ -70,7 +70,7 @@ zmq::message_t header_frame(const Tensor& tensor) {
 class Connection::Impl {
  public:
   Impl(std::span<const std::string> urls, ConnectionOptions options)
-      : options_(std::move(options)), endpoints_(parse_urls(urls)), stats_(options_.stats_horizon) {
+      : options_(std::move(options)), endpoints_(parse_urls(urls, options_.expand_braces)), stats_(options_.stats_horizon) {
     const SocketKind kind = endpoints_.front().kind;
     if (options_.reuse_receive_memory && receives()) detail::keep_large_buffers_mapped();
     try {

@@ -203,10 +203,12 @@ Endpoint parse_url(std::string_view url) {
                   address_of(url, parts, transport, scheme.bind), std::string(parts.fragment)};
 }
 
-std::vector<Endpoint> parse_urls(std::span<const std::string> patterns) {
+std::vector<Endpoint> parse_urls(std::span<const std::string> patterns, bool expand_braces) {
   if (patterns.empty()) throw UrlError("no URL given");
   std::vector<Endpoint> endpoints;
-  for (const auto& url : brace_expand_all(patterns)) endpoints.push_back(parse_url(url));
+  const std::vector<std::string> urls =
+      expand_braces ? brace_expand_all(patterns) : std::vector<std::string>(patterns.begin(), patterns.end());
+  for (const auto& url : urls) endpoints.push_back(parse_url(url));
   for (const auto& endpoint : endpoints) check_shared(endpoints.front(), endpoint);
   return endpoints;
 }

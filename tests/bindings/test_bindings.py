@@ -68,7 +68,8 @@ def pair(ipc_dir, name="s", **options):
     """A PULL (bound) and a PUSH (connected) on one ipc socket."""
     url = f"ipc://{ipc_dir}/{name}"
     pull = tensorcom.Connection("zpull+" + url, timeout=TIMEOUT_S, **options)
-    push = tensorcom.Connection("zpush+" + url, **options)
+    # These tests send every dtype; the refusal of 64-bit arrays has its own test.
+    push = tensorcom.Connection("zpush+" + url, **{"allow64": True, **options})
     try:
         yield push, pull
     finally:
@@ -323,13 +324,44 @@ def test_signal_interrupts_a_blocked_receive(ipc_dir):
     assert time.monotonic() - start < 10
 
 
+def test_64bit_arrays_are_sent_only_when_allowed(ipc_dir):
+    with pair(ipc_dir, allow64=False) as (push, pull):
+        for dtype in ("float64", "int64", "uint64"):
+            with pytest.raises(ValueError, match=f"array 1 is {dtype}: .*allow64=True"):
+                push.send([np.zeros(2, np.uint8), np.zeros(2, dtype)])
+        push.send([np.arange(3, dtype=np.int64)], allow64=True)
+        np.testing.assert_array_equal(pull.recv()[0], np.arange(3))
+        push.send([np.zeros(2, np.float32), np.zeros(2, np.int32)])
+        assert [a.dtype for a in pull.recv()] == [np.float32, np.int32]
+
+
+def test_noexpand_takes_urls_literally(ipc_dir):
+    with tensorcom.Connection(f"zpull+ipc://{ipc_dir}/n{{1,2}}", noexpand=True, timeout=TIMEOUT_S) as pull:
+        assert pull.urls == [f"zpull+ipc://{ipc_dir}/n{{1,2}}"]
+        assert os.path.exists(f"{ipc_dir}/n{{1,2}}")
+        with tensorcom.Connection(f"zpush+ipc://{ipc_dir}/n{{1,2}}", noexpand=True) as push:
+            push.send([np.ones(2, np.uint8)])
+            assert pull.recv()[0].tolist() == [1, 1]
+    with tensorcom.Connection(f"zpull+ipc://{ipc_dir}/m{{1,2}}") as expanded:
+        assert len(expanded.urls) == 2
+
+
+def test_reference_options_that_do_not_apply_are_refused(ipc_dir):
+    with pytest.raises(tensorcom.ArgumentError, match="raw"):
+        tensorcom.Connection(f"zpull+ipc://{ipc_dir}/r", raw=True)
+    with pytest.raises(tensorcom.ArgumentError, match="converters or device"):
+        tensorcom.Connection(f"zpull+ipc://{ipc_dir}/r", device="cpu", converters="torch")
+    with pytest.raises(tensorcom.ArgumentError, match="unknown device"):
+        tensorcom.Connection(f"zpull+ipc://{ipc_dir}/r", device="tpu")
+
+
 def test_connection_errors(ipc_dir):
     with pytest.raises(tensorcom.UrlError, match="bogus") as info:
         tensorcom.Connection("bogus://127.0.0.1:1")
     assert isinstance(info.value, ValueError)
     pull = tensorcom.Connection(f"zpull+ipc://{ipc_dir}/e")
     with pytest.raises(tensorcom.TransportError, match="not possible"):
-        pull.send([np.zeros(1)])
+        pull.send([np.zeros(1, np.float32)])
     with pytest.raises(tensorcom.ArgumentError, match="already connected"):
         pull.connect("zpull://127.0.0.1:0")
     pull.close()
@@ -348,7 +380,7 @@ def test_tcp_port_zero_and_brace_expansion(ipc_dir):
     with tensorcom.Connection(f"zpull+ipc://{ipc_dir}/b{{1,2}}", timeout=TIMEOUT_S) as pull, \
             tensorcom.Connection(f"zpush+ipc://{ipc_dir}/b2") as push:
         assert len(pull.urls) == 2
-        push.send([np.arange(3)])
+        push.send([np.arange(3, dtype=np.int32)])
         np.testing.assert_array_equal(pull.recv()[0], np.arange(3))
     with tensorcom.Connection("zpull://127.0.0.1:0", timeout=TIMEOUT_S) as pull:
         (address,) = pull.bound_addresses
@@ -381,12 +413,12 @@ def test_reference_peer_over_zeromq(ipc_dir):
         sink.setsockopt(zmq.RCVTIMEO, TIMEOUT_S * 1000)
         port = sink.bind_to_random_port("tcp://127.0.0.1")
         for multipart in (True, False):
-            with tensorcom.Connection(f"zpush://127.0.0.1:{port}", multipart=multipart) as push:
+            with tensorcom.Connection(f"zpush://127.0.0.1:{port}", multipart=multipart, allow64=True) as push:
                 push.send(arrays)
                 assert same(ref.decode_message(sink.recv_multipart()), arrays)
-        sink.close()
     finally:
-        context.term()
+        # Closing every socket first keeps a failed assertion from hanging term().
+        context.destroy(linger=0)
 
 
 @contextmanager

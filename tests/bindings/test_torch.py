@@ -66,6 +66,15 @@ def test_connection_converters(ipc_dir):
         assert small.tolist() == [0, 1, 2] and small.dtype == torch.int64
 
 
+def test_device_cpu_gives_torch_tensors(ipc_dir):
+    with tensorcom.Connection(f"zpull+ipc://{ipc_dir}/dev", timeout=TIMEOUT_S, device="cpu") as pull, \
+            tensorcom.Connection(f"zpush+ipc://{ipc_dir}/dev") as push:
+        push.send(batch())
+        images, labels, _ = pull.recv()
+        assert isinstance(images, torch.Tensor) and images.shape == (4, 3, 6, 5)
+        assert isinstance(labels, torch.Tensor)
+
+
 def test_dataset_with_dataloader(ipc_dir):
     dataset = tensorcom.TensorcomDataset(f"zpull+ipc://{ipc_dir}/d", epoch=3, timeout=TIMEOUT_S)
     assert len(dataset) == 3

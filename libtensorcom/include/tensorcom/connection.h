@@ -51,6 +51,7 @@ struct ConnectionOptions {
   std::int64_t max_message_size = std::int64_t{2} << 30;  // larger messages are refused (-1: no limit)
   DecodeLimits limits;                    // bounds on what a received header may declare
   std::size_t stats_horizon = 1000;       // batches the recent rates cover
+  bool expand_braces = true;              // false: each URL is taken literally (the reference's noexpand)
   // Keep large receive buffers mapped between messages: without it every
   // batch is freshly mapped and faulted in. Process-wide: glibc serves large
   // blocks from its heaps, never trims them, and uses one arena for all

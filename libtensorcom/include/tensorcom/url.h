@@ -57,7 +57,9 @@ struct Endpoint {
 // Throws: UrlError("no URL given") for no patterns; UrlError from parse_url;
 //   UrlError naming the first URL and the first one that disagrees with it;
 //   ArgumentError when a pattern expands to too many URLs.
-[[nodiscard]] std::vector<Endpoint> parse_urls(std::span<const std::string> patterns);
+// expand_braces = false takes each pattern as one literal URL (the
+// reference's noexpand), for addresses that contain braces.
+[[nodiscard]] std::vector<Endpoint> parse_urls(std::span<const std::string> patterns, bool expand_braces = true);
 
 // Returns: "PUSH", "PULL", "PUB" or "SUB" (static storage).
 [[nodiscard]] std::string_view socket_kind_name(SocketKind kind);
