@@ -8,7 +8,6 @@
 
 #include "jpeg_region.h"
 #include "jpeg_restart_slice.h"
-#include "rgbx_to_rgb.h"
 
 namespace tensorcom::pipeline {
 
@@ -126,13 +125,8 @@ void ImageAugmenter::augment_jpeg(std::span<const std::byte> encoded, std::mt199
   }
   JpegRegion region = jpeg_->decode(box.x - origin.x, box.y - origin.y, box.width, box.height, num, region_);
   if (region.cmyk) cmyk_to_rgbx(region);
-  cv::Mat pixels(region.height, region.width, CV_8UC4, region.pixels, region.stride);
-  const int size = options_.size;
-  resized_.resize(static_cast<std::size_t>(size) * size * 4);
-  cv::Mat resized(size, size, CV_8UC4, resized_.data());
-  cv::resize(pixels, resized, resized.size(), 0, 0, cv::INTER_LINEAR);
-  if (resized.data != resized_.data()) throw Error("resize reallocated its output");  // cannot happen: same size and type
-  rgbx_to_rgb(resized_.data(), size, size, flip, out);
+  resizer_.resize_to_rgb(region.pixels, region.width, region.height, region.stride, options_.size, options_.size, flip,
+                         out);
 }
 
 void ImageAugmenter::augment_other(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "crop.h"
+#include "rgbx_resize.h"
 #include "tensorcom/error.h"
 
 namespace tensorcom::pipeline {
@@ -68,7 +69,7 @@ class ImageAugmenter {
   int resize_to_;                    // validation: the shorter side before the centre crop
   std::unique_ptr<JpegRegionDecoder> jpeg_;  // reused from image to image
   std::vector<std::uint8_t> region_;         // the decoded crop box, reused between samples
-  std::vector<std::uint8_t> resized_;        // the box resized, RGBX, before it goes to the batch
+  RgbxResizer resizer_;                      // the box to the batch: resized, mirrored, RGB
   std::vector<std::byte> slice_;             // the rows of a JPEG with restart markers that the box needs
 };
 
