@@ -63,10 +63,10 @@ Label label_of(const RawSample& sample, std::int32_t classes) {
   return {static_cast<std::int32_t>(value), {}, {}};
 }
 
-std::vector<std::byte> read_file(const std::string& path) {
+ByteBuffer read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw IoError("cannot open '" + path + "'", errno);
-  std::vector<std::byte> out(static_cast<std::size_t>(in.tellg()));
+  ByteBuffer out(static_cast<std::size_t>(in.tellg()));
   in.seekg(0);
   if (!in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()))) {
     throw IoError("cannot read '" + path + "'", errno);

@@ -101,8 +101,8 @@ bool cpu_has_ssse3() { return false; }
 
 }  // namespace
 
-std::vector<RgbxResizer::Tap> RgbxResizer::taps(int in, int out, bool mirror) {
-  std::vector<Tap> result(static_cast<std::size_t>(out));
+void RgbxResizer::taps(int in, int out, bool mirror, std::vector<Tap>& result) {
+  result.resize(static_cast<std::size_t>(out));
   const double scale = static_cast<double>(in) / out;
   for (int d = 0; d < out; ++d) {
     const int at = mirror ? out - 1 - d : d;
@@ -117,13 +117,12 @@ std::vector<RgbxResizer::Tap> RgbxResizer::taps(int in, int out, bool mirror) {
     if (left == in - 1 && in >= 2) left = in - 2, weight = kWeightOne;
     result[static_cast<std::size_t>(d)] = Tap{left, weight};
   }
-  return result;
 }
 
 void RgbxResizer::run(const std::uint8_t* rgbx, int width, int height, std::size_t stride, int out_width,
                       int out_height, bool flip, std::uint8_t* out, bool vector) {
-  columns_ = taps(width, out_width, flip);
-  rows_ = taps(height, out_height, false);
+  taps(width, out_width, flip, columns_);
+  taps(height, out_height, false, rows_);
   const int count = out_width * 4;
   upper_.resize(static_cast<std::size_t>(count));
   lower_.resize(static_cast<std::size_t>(count));

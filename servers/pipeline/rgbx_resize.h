@@ -31,7 +31,8 @@ class RgbxResizer {
     int offset;           // of the left (upper) source pixel (row)
     std::int16_t weight;  // of the right (lower) one, out of kWeightOne; the other gets the rest
   };
-  static std::vector<Tap> taps(int in, int out, bool mirror);
+  // Where each of `out` samples across `in` pixels takes its two taps.
+  static void taps(int in, int out, bool mirror, std::vector<Tap>& result);
   void run(const std::uint8_t* rgbx, int width, int height, std::size_t stride, int out_width, int out_height,
            bool flip, std::uint8_t* out, bool vector);
 

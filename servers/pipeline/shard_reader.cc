@@ -202,7 +202,7 @@ std::optional<RawSample> ShardReader::read_until_next_key() {
 namespace {
 
 // Reads the current member's data; false if the archive ends inside it.
-bool read_member(archive* a, std::vector<std::byte>& out, std::size_t size) {
+bool read_member(archive* a, ByteBuffer& out, std::size_t size) {
   out.resize(size);
   std::size_t done = 0;
   while (done < size) {
@@ -224,7 +224,7 @@ bool ShardReader::add_member(archive_entry* entry, RawSample& sample) {
     wanted = false;
   }
   if (!wanted) return archive_read_data_skip(source_->get()) >= ARCHIVE_WARN;
-  std::vector<std::byte> bytes;
+  ByteBuffer bytes;
   if (!read_member(source_->get(), bytes, static_cast<std::size_t>(size))) return false;
   if (extension == "cls") {
     sample.label = std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());

@@ -45,7 +45,7 @@ void write_tar(const fs::path& path, const std::vector<Member>& members, bool gz
   archive_write_free(a);
 }
 
-std::string text(const std::vector<std::byte>& bytes) {
+std::string text(const ByteBuffer& bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
