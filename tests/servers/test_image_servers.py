@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 
 import cv2
 import numpy as np
@@ -875,3 +876,60 @@ def test_resample_reads_whole_shards_with_replacement(clean_data, rundir):
         assert len(per_key) == 1, (s, per_key)  # a shard is read whole, or not at all
         reads.append(per_key.pop())
     assert sum(reads) == 3 * len(paths), reads  # epochs x shards draws
+
+
+def _rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def _sanitized(exe):
+    # ASan keeps freed memory in quarantine: RSS grows by design there.
+    with open(exe, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
+def test_memory_stays_flat_over_hundreds_of_epochs(clean_data, rundir):
+    """Bounded queues: a consumer slower than the server, 240 epochs; a leak
+    of even 1 KiB a sample, or a queue that grows, would show in the RSS."""
+    if _sanitized(h.SHARDS_EXE):
+        pytest.skip("sanitizer build: its allocator keeps freed memory on purpose")
+    paths, labels = clean_data
+    sock = os.path.join(rundir, "s")
+    ctx = zmq.Context()
+    pull = ctx.socket(zmq.PULL)
+    pull.setsockopt(zmq.LINGER, 0)
+    proc = None
+    batch = 16
+    try:
+        pull.bind("ipc://" + sock)
+        proc = subprocess.Popen([h.SHARDS_EXE, "-u", "{" + ",".join(paths) + "}", "-b", str(batch), "-w", "2",
+                                 "--size", "64", "--shuffle", "16", "-r", "0", "zpush+ipc://" + sock],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+
+        def receive(count, pause_s=0.0):
+            for _ in range(count):
+                assert pull.poll(10000), "no batch within 10 s"
+                pull.recv_multipart()
+                if pause_s:
+                    time.sleep(pause_s)
+
+        receive(100)  # 40 epochs: every buffer and queue at its working size
+        warm = _rss_bytes(proc.pid)
+        samples = []
+        for _ in range(5):
+            receive(100, pause_s=0.001)
+            samples.append(_rss_bytes(proc.pid))
+        served = 600 * batch
+        assert served >= 200 * len(labels)
+        growth = max(samples) - warm
+        assert growth < 4 << 20, f"RSS {warm >> 20} MiB after warm-up, then {[s >> 20 for s in samples]} MiB"
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        pull.close(linger=0)
+        ctx.term()
