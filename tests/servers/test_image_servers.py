@@ -22,6 +22,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from contextlib import contextmanager
 
 import cv2
 import numpy as np
@@ -835,32 +836,45 @@ def test_bound_tcp_port_is_reported_and_served(clean_data, root):
         ctx.term()
 
 
-@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
-def test_signal_stops_a_forever_server_with_a_summary(clean_data, rundir, signame):
-    paths, _ = clean_data
-    sock = os.path.join(rundir, "s")
+@contextmanager
+def forever_server(args, rundir, output=subprocess.PIPE):
+    """serve-imagenet-shards ARGS pushing to a PULL socket bound here, which
+    the test reads as it likes: (process, socket); killed if still running."""
     ctx = zmq.Context()
     pull = ctx.socket(zmq.PULL)
     pull.setsockopt(zmq.LINGER, 0)
     proc = None
     try:
+        sock = os.path.join(rundir, "s")
         pull.bind("ipc://" + sock)
-        proc = subprocess.Popen([h.SHARDS_EXE, "-u", paths[0], "-b", "4", "--size", "16", "-r", "0",
-                                 "zpush+ipc://" + sock],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-        for _ in range(12):  # more than one epoch: it goes on
-            assert pull.poll(5000), "no batch within 5 s"
-            pull.recv_multipart()
-        proc.send_signal(getattr(signal, signame))
-        out, err = proc.communicate(timeout=20)
-        assert proc.returncode == 0, (out, err)
-        assert b": done: served " in out, out
+        proc = subprocess.Popen([h.SHARDS_EXE, *args, "zpush+ipc://" + sock],
+                                stdout=output, stderr=output, stdin=subprocess.DEVNULL)
+        yield proc, pull
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
         pull.close(linger=0)
         ctx.term()
+
+
+def receive(pull, count, timeout_s=5, pause_s=0.0):
+    for _ in range(count):
+        assert pull.poll(timeout_s * 1000), f"no batch within {timeout_s} s"
+        pull.recv_multipart()
+        if pause_s:
+            time.sleep(pause_s)
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_signal_stops_a_forever_server_with_a_summary(clean_data, rundir, signame):
+    paths, _ = clean_data
+    with forever_server(["-u", paths[0], "-b", "4", "--size", "16", "-r", "0"], rundir) as (proc, pull):
+        receive(pull, 12)  # more than one epoch: it goes on
+        proc.send_signal(getattr(signal, signame))
+        out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0, (out, err)
+        assert b": done: served " in out, out
 
 
 def test_resample_reads_whole_shards_with_replacement(clean_data, rundir):
@@ -898,38 +912,16 @@ def test_memory_stays_flat_over_hundreds_of_epochs(clean_data, rundir):
     if _sanitized(h.SHARDS_EXE):
         pytest.skip("sanitizer build: its allocator keeps freed memory on purpose")
     paths, labels = clean_data
-    sock = os.path.join(rundir, "s")
-    ctx = zmq.Context()
-    pull = ctx.socket(zmq.PULL)
-    pull.setsockopt(zmq.LINGER, 0)
-    proc = None
     batch = 16
-    try:
-        pull.bind("ipc://" + sock)
-        proc = subprocess.Popen([h.SHARDS_EXE, "-u", "{" + ",".join(paths) + "}", "-b", str(batch), "-w", "2",
-                                 "--size", "64", "--shuffle", "16", "-r", "0", "zpush+ipc://" + sock],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-
-        def receive(count, pause_s=0.0):
-            for _ in range(count):
-                assert pull.poll(10000), "no batch within 10 s"
-                pull.recv_multipart()
-                if pause_s:
-                    time.sleep(pause_s)
-
-        receive(100)  # 40 epochs: every buffer and queue at its working size
+    args = ["-u", "{" + ",".join(paths) + "}", "-b", str(batch), "-w", "2", "--size", "64", "--shuffle", "16",
+            "-r", "0"]
+    with forever_server(args, rundir, output=subprocess.DEVNULL) as (proc, pull):
+        receive(pull, 100, timeout_s=10)  # 40 epochs: every buffer and queue at its working size
         warm = _rss_bytes(proc.pid)
         samples = []
         for _ in range(5):
-            receive(100, pause_s=0.001)
+            receive(pull, 100, timeout_s=10, pause_s=0.001)
             samples.append(_rss_bytes(proc.pid))
-        served = 600 * batch
-        assert served >= 200 * len(labels)
-        growth = max(samples) - warm
-        assert growth < 4 << 20, f"RSS {warm >> 20} MiB after warm-up, then {[s >> 20 for s in samples]} MiB"
-    finally:
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        pull.close(linger=0)
-        ctx.term()
+    assert 600 * batch >= 200 * len(labels)
+    growth = max(samples) - warm
+    assert growth < 4 << 20, f"RSS {warm >> 20} MiB after warm-up, then {[s >> 20 for s in samples]} MiB"
