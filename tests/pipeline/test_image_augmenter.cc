@@ -10,6 +10,7 @@
 #include <jpeglib.h>
 
 #include "image_augmenter.h"
+#include "libjpeg_encode.h"
 
 using namespace tensorcom::pipeline;
 
@@ -59,37 +60,15 @@ cv::Scalar mean_rgb(const cv::Mat& rgb) { return cv::mean(rgb); }
 
 // A JPEG in CMYK written with libjpeg, Adobe-style (inverted ink values).
 std::vector<std::byte> cmyk_jpeg(int width, int height, std::uint8_t c, std::uint8_t m, std::uint8_t y, std::uint8_t k) {
-  jpeg_compress_struct cinfo;
-  jpeg_error_mgr jerr;
-  cinfo.err = jpeg_std_error(&jerr);
-  jpeg_create_compress(&cinfo);
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&cinfo, &buffer, &size);
-  cinfo.image_width = width;
-  cinfo.image_height = height;
-  cinfo.input_components = 4;
-  cinfo.in_color_space = JCS_CMYK;
-  jpeg_set_defaults(&cinfo);
-  jpeg_set_quality(&cinfo, 95, TRUE);
-  jpeg_start_compress(&cinfo, TRUE);
-  std::vector<unsigned char> row(static_cast<std::size_t>(width) * 4);
-  for (int x = 0; x < width; ++x) {
-    row[x * 4 + 0] = c;
-    row[x * 4 + 1] = m;
-    row[x * 4 + 2] = y;
-    row[x * 4 + 3] = k;
-  }
-  while (cinfo.next_scanline < cinfo.image_height) {
-    JSAMPROW r = row.data();
-    jpeg_write_scanlines(&cinfo, &r, 1);
-  }
-  jpeg_finish_compress(&cinfo);
-  jpeg_destroy_compress(&cinfo);
-  std::vector<std::byte> out(size);
-  std::memcpy(out.data(), buffer, size);
-  std::free(buffer);
-  return out;
+  auto fill_row = [&](int, unsigned char* row) {
+    for (int x = 0; x < width; ++x) {
+      row[x * 4 + 0] = c;
+      row[x * 4 + 1] = m;
+      row[x * 4 + 2] = y;
+      row[x * 4 + 3] = k;
+    }
+  };
+  return testing::libjpeg_encode(width, height, 4, JCS_CMYK, 95, [](jpeg_compress_struct&) {}, fill_row);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "image_augmenter.h"
 #include "jpeg_region.h"
 #include "jpeg_restart_slice.h"
+#include "libjpeg_encode.h"
 
 using namespace tensorcom::pipeline;
 
@@ -30,46 +31,26 @@ struct Encoding {
 
 // A noisy, textured test image encoded with libjpeg as asked.
 std::vector<std::byte> encode(int width, int height, const Encoding& e, unsigned seed = 1) {
-  jpeg_compress_struct cinfo;
-  jpeg_error_mgr jerr;
-  cinfo.err = jpeg_std_error(&jerr);
-  jpeg_create_compress(&cinfo);
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&cinfo, &buffer, &size);
-  cinfo.image_width = static_cast<JDIMENSION>(width);
-  cinfo.image_height = static_cast<JDIMENSION>(height);
-  cinfo.input_components = e.components;
-  cinfo.in_color_space = e.components == 1 ? JCS_GRAYSCALE : JCS_RGB;
-  jpeg_set_defaults(&cinfo);
-  jpeg_set_quality(&cinfo, 90, TRUE);
-  if (e.components == 3) {
-    cinfo.comp_info[0].h_samp_factor = e.h_samp;
-    cinfo.comp_info[0].v_samp_factor = e.v_samp;
-  }
-  cinfo.restart_interval = static_cast<unsigned>(e.restart_mcus);
-  cinfo.restart_in_rows = e.restart_rows;
-  if (e.progressive) jpeg_simple_progression(&cinfo);
-  jpeg_start_compress(&cinfo, TRUE);
+  auto configure = [&](jpeg_compress_struct& cinfo) {
+    if (e.components == 3) {
+      cinfo.comp_info[0].h_samp_factor = e.h_samp;
+      cinfo.comp_info[0].v_samp_factor = e.v_samp;
+    }
+    cinfo.restart_interval = static_cast<unsigned>(e.restart_mcus);
+    cinfo.restart_in_rows = e.restart_rows;
+    if (e.progressive) jpeg_simple_progression(&cinfo);
+  };
   std::mt19937 rng(seed);
-  std::vector<unsigned char> row(static_cast<std::size_t>(width) * e.components);
-  while (cinfo.next_scanline < cinfo.image_height) {
-    const int y = static_cast<int>(cinfo.next_scanline);
+  auto fill_row = [&](int y, unsigned char* row) {
     for (int x = 0; x < width; ++x) {
       for (int c = 0; c < e.components; ++c) {
         int v = (x * (c + 1) * 3 + y * (3 - c) * 2) % 256 + static_cast<int>(rng() % 40) - 20;
-        row[static_cast<std::size_t>(x * e.components + c)] = static_cast<unsigned char>(std::clamp(v, 0, 255));
+        row[x * e.components + c] = static_cast<unsigned char>(std::clamp(v, 0, 255));
       }
     }
-    JSAMPROW r = row.data();
-    jpeg_write_scanlines(&cinfo, &r, 1);
-  }
-  jpeg_finish_compress(&cinfo);
-  jpeg_destroy_compress(&cinfo);
-  std::vector<std::byte> out(size);
-  std::memcpy(out.data(), buffer, size);
-  std::free(buffer);
-  return out;
+  };
+  return testing::libjpeg_encode(width, height, e.components, e.components == 1 ? JCS_GRAYSCALE : JCS_RGB, 90,
+                                 configure, fill_row);
 }
 
 // The box's pixels, decoded by the region decoder from `jpeg` whose top-left

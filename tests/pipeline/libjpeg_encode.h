@@ -1,0 +1,54 @@
+// Test helper: JPEGs written with libjpeg itself, for the encodings OpenCV's
+// imencode cannot ask for (CMYK, restart intervals, chosen chroma layouts).
+#pragma once
+
+// jpeglib.h needs FILE and size_t declared first.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include <jpeglib.h>
+
+namespace tensorcom::pipeline::testing {
+
+// Encodes width x height pixels of `components` channels in `space`:
+// configure() adjusts the compressor after jpeg_set_defaults and
+// jpeg_set_quality(quality); fill_row(y, row) writes row y.
+inline std::vector<std::byte> libjpeg_encode(int width, int height, int components, J_COLOR_SPACE space,
+                                             int quality,
+                                             const std::function<void(jpeg_compress_struct&)>& configure,
+                                             const std::function<void(int, unsigned char*)>& fill_row) {
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr jerr;
+  cinfo.err = jpeg_std_error(&jerr);
+  jpeg_create_compress(&cinfo);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &buffer, &size);
+  cinfo.image_width = static_cast<JDIMENSION>(width);
+  cinfo.image_height = static_cast<JDIMENSION>(height);
+  cinfo.input_components = components;
+  cinfo.in_color_space = space;
+  jpeg_set_defaults(&cinfo);
+  jpeg_set_quality(&cinfo, quality, TRUE);
+  configure(cinfo);
+  jpeg_start_compress(&cinfo, TRUE);
+  std::vector<unsigned char> row(static_cast<std::size_t>(width) * components);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    fill_row(static_cast<int>(cinfo.next_scanline), row.data());
+    JSAMPROW r = row.data();
+    jpeg_write_scanlines(&cinfo, &r, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  std::vector<std::byte> out(size);
+  std::memcpy(out.data(), buffer, size);
+  std::free(buffer);
+  return out;
+}
+
+}  // namespace tensorcom::pipeline::testing
