@@ -119,11 +119,14 @@ void ImageAugmenter::augment_jpeg(std::span<const std::byte> encoded, std::mt199
   bool flip = draw_flip(rng);
   int num = choose_scale_num(box, options_.size);
   PixelBox origin;  // of the decoded JPEG in the source: a slice of it, when it has restart markers to cut at
-  if (auto slice = slice_restart_intervals(encoded, {box.x, box.y, box.width, box.height}, slice_)) {
+  const auto slice = slice_restart_intervals(encoded, {box.x, box.y, box.width, box.height}, slice_);
+  if (slice) {
     (void)jpeg_->read_header(slice_);
     origin = *slice;
   }
   JpegRegion region = jpeg_->decode(box.x - origin.x, box.y - origin.y, box.width, box.height, num, region_);
+  ++jpeg_counts_.total;
+  if (slice) ++jpeg_counts_.sliced;
   if (region.cmyk) cmyk_to_rgbx(region);
   resizer_.resize_to_rgb(region.pixels, region.width, region.height, region.stride, options_.size, options_.size, flip,
                          out);

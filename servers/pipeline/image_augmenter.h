@@ -58,6 +58,14 @@ class ImageAugmenter {
 
   [[nodiscard]] const AugmentOptions& options() const noexcept { return options_; }
 
+  // JPEGs decoded so far: how many were cut to their crop's restart
+  // intervals, out of all of them (the rest were entropy-decoded from the top).
+  struct JpegCounts {
+    std::uint64_t sliced = 0;
+    std::uint64_t total = 0;
+  };
+  [[nodiscard]] JpegCounts jpeg_counts() const noexcept { return jpeg_counts_; }
+
  private:
   void augment_jpeg(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out);
   void augment_other(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out);
@@ -71,6 +79,7 @@ class ImageAugmenter {
   std::vector<std::uint8_t> region_;         // the decoded crop box, reused between samples
   RgbxResizer resizer_;                      // the box to the batch: resized, mirrored, RGB
   std::vector<std::byte> slice_;             // the rows of a JPEG with restart markers that the box needs
+  JpegCounts jpeg_counts_;
 };
 
 // Whether bytes look like a JPEG (SOI marker), whatever the extension says.

@@ -378,8 +378,14 @@ def test_restart_markers_change_nothing_served(root, rundir):
             assert ok
             out.append((f"r{i:03d}", {"jpg": buf.tobytes(), "cls": h.cls(i % 3)}))
     common = ["--epochs", "1", "--meta", "-b", "4", "-w", "1", "--size", "48", "--seed", "3", "-r", "0"]
-    a = by_key(run(["-u", h.write_tar(os.path.join(d, "plain.tar"), plain)] + common, rundir))
-    b = by_key(run(["-u", h.write_tar(os.path.join(d, "marked.tar"), marked)] + common, rundir))
+    plain_run = run(["-u", h.write_tar(os.path.join(d, "plain.tar"), plain)] + common, rundir)
+    marked_run = run(["-u", h.write_tar(os.path.join(d, "marked.tar"), marked)] + common, rundir)
+    # The marked JPEGs were all cut to their crops; the plain ones never, with a hint how.
+    assert "JPEGs cut at restart markers: 0 of 12" in plain_run.out, plain_run.out
+    assert "hint: most JPEGs had no restart markers" in plain_run.out
+    assert "JPEGs cut at restart markers: 12 of 12" in marked_run.out, marked_run.out
+    assert "hint:" not in marked_run.out
+    a, b = by_key(plain_run), by_key(marked_run)
     assert set(a) == set(b) and len(a) == 12
     for k in a:
         assert np.array_equal(a[k][1], b[k][1]), k
