@@ -94,7 +94,6 @@ bool read_layout(const std::uint8_t* data, std::size_t size, Layout& layout) {
   }
 }
 
-
 // How restart intervals tile the image: `cols` x `rows` units of
 // unit_width x unit_height pixels, in raster order.
 struct Tiling {

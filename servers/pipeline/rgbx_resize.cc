@@ -4,12 +4,8 @@
 #include <cmath>
 #include <utility>
 
+#include "cpu_features.h"
 #include "rgbx_to_rgb.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define TENSORCOM_HAVE_SSSE3_PATH 1
-#endif
 
 namespace tensorcom::pipeline {
 
@@ -91,12 +87,6 @@ __attribute__((target("ssse3"))) void blend_rows_ssse3(const std::int16_t* upper
   blend_rows_portable(upper, lower, lower_weight, count, out, i);
 }
 
-bool cpu_has_ssse3() {
-  static const bool ssse3 = __builtin_cpu_supports("ssse3");
-  return ssse3;
-}
-#else
-bool cpu_has_ssse3() { return false; }
 #endif
 
 }  // namespace

@@ -2,10 +2,7 @@
 
 #include <cstddef>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define TENSORCOM_HAVE_SSSE3_PATH 1
-#endif
+#include "cpu_features.h"
 
 namespace tensorcom::pipeline {
 
@@ -54,8 +51,7 @@ void rgbx_to_rgb_portable(const std::uint8_t* rgbx, int width, int height, bool 
 
 void rgbx_to_rgb(const std::uint8_t* rgbx, int width, int height, bool flip, std::uint8_t* out) {
 #ifdef TENSORCOM_HAVE_SSSE3_PATH
-  static const bool ssse3 = __builtin_cpu_supports("ssse3");
-  if (ssse3) {
+  if (cpu_has_ssse3()) {
     rgbx_to_rgb_ssse3(rgbx, width, height, flip, out);
     return;
   }

@@ -85,36 +85,27 @@ using Stream = FlaggedHandle<cudaStream_t, cudaStreamCreateWithFlags, cudaStream
 using Event = FlaggedHandle<cudaEvent_t, cudaEventCreateWithFlags, cudaEventDestroy, cudaEventDisableTiming>;
 
 // Page-locked host memory (cudaHostAlloc, portable to every device).
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  [[nodiscard]] static PinnedBuffer allocate(std::size_t size) {
-    void* p = nullptr;
-    check_cuda(cudaHostAlloc(&p, size, cudaHostAllocPortable),
-               "cudaHostAlloc of " + std::to_string(size) + " pinned bytes");
-    PinnedBuffer out;
-    out.memory_ = Owner(p);
-    out.size_ = size;
-    return out;
-  }
-  [[nodiscard]] std::byte* data() const noexcept { return static_cast<std::byte*>(memory_.get()); }
-  [[nodiscard]] std::size_t size() const noexcept { return size_; }
-
- private:
-  using Owner = CudaHandle<void*, cudaFreeHost>;
-  Owner memory_;
-  std::size_t size_ = 0;
-};
+inline void* allocate_pinned(std::size_t size) {
+  void* p = nullptr;
+  check_cuda(cudaHostAlloc(&p, size, cudaHostAllocPortable), "cudaHostAlloc of " + std::to_string(size) + " pinned bytes");
+  return p;
+}
 
 // Device memory on the current device (cudaMalloc).
-class DeviceBuffer {
+inline void* allocate_device(std::size_t size) {
+  void* p = nullptr;
+  check_cuda(cudaMalloc(&p, size), "cudaMalloc of " + std::to_string(size) + " bytes");
+  return p;
+}
+
+// A block of `size` bytes from Allocate, given back with Free.
+template <void* (*Allocate)(std::size_t), cudaError_t (*Free)(void*)>
+class CudaMemory {
  public:
-  DeviceBuffer() = default;
-  [[nodiscard]] static DeviceBuffer allocate(std::size_t size) {
-    void* p = nullptr;
-    check_cuda(cudaMalloc(&p, size), "cudaMalloc of " + std::to_string(size) + " bytes");
-    DeviceBuffer out;
-    out.memory_ = Owner(p);
+  CudaMemory() = default;
+  [[nodiscard]] static CudaMemory allocate(std::size_t size) {
+    CudaMemory out;
+    out.memory_ = CudaHandle<void*, Free>(Allocate(size));
     out.size_ = size;
     return out;
   }
@@ -122,9 +113,11 @@ class DeviceBuffer {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
 
  private:
-  using Owner = CudaHandle<void*, cudaFree>;
-  Owner memory_;
+  CudaHandle<void*, Free> memory_;
   std::size_t size_ = 0;
 };
+
+using PinnedBuffer = CudaMemory<allocate_pinned, cudaFreeHost>;
+using DeviceBuffer = CudaMemory<allocate_device, cudaFree>;
 
 }  // namespace tensorcom::detail

@@ -1,0 +1,21 @@
+// Internal: which vector paths this build has, and whether the CPU running
+// it can take them (checked once, at first use).
+#pragma once
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TENSORCOM_HAVE_SSSE3_PATH 1
+#endif
+
+namespace tensorcom::pipeline {
+
+inline bool cpu_has_ssse3() {
+#ifdef TENSORCOM_HAVE_SSSE3_PATH
+  static const bool ssse3 = __builtin_cpu_supports("ssse3");
+  return ssse3;
+#else
+  return false;
+#endif
+}
+
+}  // namespace tensorcom::pipeline
