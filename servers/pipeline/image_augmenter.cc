@@ -1,11 +1,13 @@
 #include "image_augmenter.h"
 
 #include <opencv2/core.hpp>
+#include <opencv2/core/utils/logger.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include <cmath>
 
+#include "image_header.h"
 #include "jpeg_region.h"
 #include "jpeg_restart_slice.h"
 
@@ -77,6 +79,9 @@ ImageAugmenter::ImageAugmenter(AugmentOptions options)
   // split each small resize across threads that compete with the workers,
   // and wake them (futex calls) for every image.
   cv::setNumThreads(0);
+  // Bad images are counted and reported by the server, rate-limited; OpenCV
+  // would print a line of its own for each.
+  cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
 }
 
 ImageAugmenter::~ImageAugmenter() = default;
@@ -133,6 +138,12 @@ void ImageAugmenter::augment_jpeg(std::span<const std::byte> encoded, std::mt199
 }
 
 void ImageAugmenter::augment_other(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out) {
+  // Checked before decoding: a PNG of a few hundred kilobytes can declare
+  // gigabytes of pixels, and OpenCV's decoders of other formats are not for
+  // outside input (see image_header.h).
+  auto declared = peek_image_size(encoded);
+  if (!declared) throw SampleError("undecodable", "not a JPEG, PNG, PNM, BMP or WebP image");
+  check_pixels(declared->width, declared->height);
   cv::Mat raw(1, static_cast<int>(encoded.size()), CV_8U, const_cast<std::byte*>(encoded.data()));
   cv::Mat image;
   try {

@@ -3,7 +3,8 @@
 // size x size RGB uint8 image (HWC). JPEGs are decoded with libjpeg-turbo,
 // choosing the crop from the header first and then decoding only that box,
 // at the smallest DCT scale (1/8, 1/4, 1/2) that still has at least `size`
-// pixels across; other formats go through OpenCV. Greyscale, CMYK,
+// pixels across; PNG, PNM, BMP and WebP go through OpenCV (other formats are
+// refused: see image_header.h). Greyscale, CMYK,
 // progressive and 16-bit images all come out RGB uint8.
 //
 // One ImageAugmenter per worker thread: it keeps its decoder and scratch memory.

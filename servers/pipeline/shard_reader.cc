@@ -37,6 +37,13 @@ bool is_image_extension(const std::string& ext) {
   return ext == "jpg" || ext == "jpeg" || ext == "png" || ext == "ppm";
 }
 
+// libarchive leaves the message unset after some failures (a corrupt gzip
+// stream, for one), and a null would crash the string that reports it.
+std::string archive_message(archive* a) {
+  const char* text = archive_error_string(a);
+  return text ? text : "unreadable (libarchive gave no reason)";
+}
+
 struct ArchiveFree {
   void operator()(archive* a) const { archive_read_free(a); }
 };
@@ -62,7 +69,7 @@ class ShardReader::Source {
       std::string path = shard.starts_with(kFilePrefix) ? shard.substr(kFilePrefix.size()) : shard;
       if (archive_read_open_filename(archive_.get(), path.c_str(), kReadBlock) != ARCHIVE_OK) {
         int code = archive_errno(archive_.get());
-        throw IoError("cannot open shard '" + shard + "': " + archive_error_string(archive_.get()), code ? code : EIO);
+        throw IoError("cannot open shard '" + shard + "': " + archive_message(archive_.get()), code ? code : EIO);
       }
     }
   }
@@ -109,7 +116,7 @@ class ShardReader::Source {
     fd_ = fds[0];
     if (archive_read_open_fd(archive_.get(), fd_, kReadBlock) != ARCHIVE_OK) {
       // Not thrown: the command's exit status says more, and it may be retried.
-      open_error_ = std::string("output is not an archive: ") + archive_error_string(archive_.get());
+      open_error_ = "output is not an archive: " + archive_message(archive_.get());
     }
   }
 
@@ -178,7 +185,7 @@ std::optional<RawSample> ShardReader::read_until_next_key() {
     int status = archive_read_next_header(source_->get(), &entry);
     if (status == ARCHIVE_EOF) return end_cleanly();
     if (status < ARCHIVE_WARN) {
-      end_abnormally(std::string("truncated or corrupt: ") + archive_error_string(source_->get()));
+      end_abnormally("truncated or corrupt: " + archive_message(source_->get()));
       return std::nullopt;
     }
     if (archive_entry_filetype(entry) != AE_IFREG) continue;
@@ -192,7 +199,7 @@ std::optional<RawSample> ShardReader::read_until_next_key() {
     }
     if (!add_member(entry, *pending_)) {
       // The shard broke inside this member. The sample before it is whole.
-      bool retrying = end_abnormally(std::string("truncated or corrupt: ") + archive_error_string(source_->get()));
+      bool retrying = end_abnormally("truncated or corrupt: " + archive_message(source_->get()));
       return retrying ? std::nullopt : completed;
     }
     if (completed) return completed;
@@ -216,7 +223,8 @@ bool read_member(archive* a, ByteBuffer& out, std::size_t size) {
 }  // namespace
 
 bool ShardReader::add_member(archive_entry* entry, RawSample& sample) {
-  std::string extension = lowercase(split_member_name(archive_entry_pathname(entry)).second);
+  const char* path = archive_entry_pathname(entry);
+  std::string extension = lowercase(split_member_name(path ? path : "").second);
   bool wanted = (is_image_extension(extension) && sample.image_extension.empty()) || extension == "cls";
   la_int64_t size = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : 0;
   if (wanted && static_cast<std::uint64_t>(size) > options_.max_member_bytes) {

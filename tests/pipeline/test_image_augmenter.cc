@@ -11,18 +11,12 @@
 
 #include "image_augmenter.h"
 #include "libjpeg_encode.h"
+#include "opencv_encode.h"
 
 using namespace tensorcom::pipeline;
+using testing::encode;
 
 namespace {
-
-std::vector<std::byte> encode(const cv::Mat& bgr, const std::string& ext, std::vector<int> params = {}) {
-  std::vector<std::uint8_t> bytes;
-  REQUIRE(cv::imencode(ext, bgr, bytes, params));
-  std::vector<std::byte> out(bytes.size());
-  std::memcpy(out.data(), bytes.data(), bytes.size());
-  return out;
-}
 
 // A test picture: a smooth dark background and a white square near the top
 // left, so that a misplaced crop shows as a moved square.
@@ -214,12 +208,41 @@ TEST_CASE("bad images are refused with a reason") {
     CHECK(reason(bad) == "undecodable");
   }
   SUBCASE("not an image") { CHECK(reason(std::vector<std::byte>(100, std::byte{'x'})) == "undecodable"); }
+  SUBCASE("formats outside PNG, PNM, BMP and WebP never reach OpenCV") {
+    // OpenCV's DICOM reader (GDCM) aborts the process on these bytes.
+    std::vector<std::byte> dicom(128, std::byte{0});
+    for (char c : std::string("DICM\0" "0a", 7)) dicom.push_back(static_cast<std::byte>(c));
+    CHECK(reason(dicom) == "undecodable");
+    // A WebP header that libwebp refuses: OpenCV's WebP decoder would pass it
+    // on, and its DICOM reader would take it for the marker at 128.
+    std::string riff = std::string("RIFF\x64\0\0\0WEBPVP8 ", 16) + std::string(16, '\xff');
+    std::vector<std::byte> bad_webp(riff.size());
+    std::memcpy(bad_webp.data(), riff.data(), riff.size());
+    bad_webp.resize(128, std::byte{0});
+    bad_webp.insert(bad_webp.end(), dicom.begin() + 128, dicom.end());
+    CHECK(reason(bad_webp) == "undecodable");
+    // A Radiance HDR header, which OpenCV would decode through a temporary file.
+    std::string hdr = "#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 2 +X 2\n" + std::string(16, '\x80');
+    std::vector<std::byte> radiance(hdr.size());
+    std::memcpy(radiance.data(), hdr.data(), hdr.size());
+    CHECK(reason(radiance) == "undecodable");
+  }
   SUBCASE("too many pixels") {
     options.max_pixels = 1000;
     ImageAugmenter strict(options);
     cv::Mat out(32, 32, CV_8UC3);
     auto rng = std::mt19937_64(1);
     CHECK_THROWS_WITH_AS(strict.augment(jpeg, "jpg", rng, out.data), doctest::Contains("200x150"), SampleError);
+  }
+  SUBCASE("a PNG declaring more pixels than the limit is refused before decoding") {
+    // 40000 x 40000 grey would take 1.6 GB to decode; the header alone says no.
+    cv::Mat small(4, 4, CV_8UC1, cv::Scalar(0));
+    auto png = encode(small, ".png");
+    const std::uint8_t huge[8] = {0, 0, 0x9c, 0x40, 0, 0, 0x9c, 0x40};  // IHDR width, height: 40000
+    std::memcpy(png.data() + 16, huge, sizeof huge);
+    auto rng = std::mt19937_64(1);
+    cv::Mat out(32, 32, CV_8UC3);
+    CHECK_THROWS_WITH_AS(augmenter.augment(png, "png", rng, out.data), doctest::Contains("40000x40000"), SampleError);
   }
   SUBCASE("the decoder recovers after a bad image") {
     auto cut = jpeg;

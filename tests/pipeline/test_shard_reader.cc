@@ -134,6 +134,22 @@ TEST_CASE("shard reading") {
     }
     CHECK(failed);
   }
+  SUBCASE("a gzip shard without its trailer is refused with a message") {
+    // libarchive fails to open it and gives no error text (found by fuzz_shard).
+    write_tar(tar, kMembers, true);
+    fs::resize_file(tar, fs::file_size(tar) - 8);
+    std::string message;
+    try {
+      ShardReader reader(tar.string());
+      (void)read_all(reader);
+      message = reader.error().value_or("");
+    } catch (const IoError& e) {
+      message = e.what();
+    }
+    CAPTURE(message);
+    CHECK(message.find("shard.tar") != std::string::npos);
+    CHECK(message.find("libarchive gave no reason") != std::string::npos);
+  }
   SUBCASE("pipe: reads a command's output") {
     write_tar(tar, kMembers);
     ShardReader reader("pipe:cat '" + tar.string() + "'");

@@ -12,6 +12,12 @@ namespace make_shards {
 struct ShardSamples::Archive {
   struct ::archive* handle = archive_read_new();
   ~Archive() { archive_read_free(handle); }
+  // libarchive leaves the message unset after some failures (a corrupt gzip
+  // stream, for one): never build a string from its null.
+  [[nodiscard]] std::string message() const {
+    const char* text = archive_error_string(handle);
+    return text ? text : "unreadable (libarchive gave no reason)";
+  }
 };
 
 std::optional<std::string> member_key(const std::string& path) {
@@ -26,7 +32,7 @@ ShardSamples::ShardSamples(const std::string& path) : archive_(std::make_unique<
   archive_read_support_format_tar(archive_->handle);
   archive_read_support_format_gnutar(archive_->handle);
   if (archive_read_open_filename(archive_->handle, path.c_str(), 1 << 20) != ARCHIVE_OK) {
-    throw tensorcom::IoError("cannot open shard " + path + ": " + archive_error_string(archive_->handle),
+    throw tensorcom::IoError("cannot open shard " + path + ": " + archive_->message(),
                              archive_errno(archive_->handle));
   }
 }
@@ -41,7 +47,7 @@ bool ShardSamples::read_member() {
     const int status = archive_read_next_header(archive_->handle, &entry);
     if (status == ARCHIVE_EOF) return false;
     if (status < ARCHIVE_WARN) {
-      error_ = path_ + ": " + archive_error_string(archive_->handle);
+      error_ = path_ + ": " + archive_->message();
       return false;
     }
     const char* name = archive_entry_pathname(entry);
@@ -54,7 +60,7 @@ bool ShardSamples::read_member() {
     la_ssize_t got = member.data.empty() ? 0 : archive_read_data(archive_->handle, member.data.data(), member.data.size());
     if (got != static_cast<la_ssize_t>(member.data.size())) {
       error_ = path_ + ": member " + member.name + " is cut short" +
-               (got < 0 ? std::string(": ") + archive_error_string(archive_->handle) : std::string());
+               (got < 0 ? std::string(": ") + archive_->message() : std::string());
       return false;
     }
     pending_ = std::move(member);
