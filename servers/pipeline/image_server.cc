@@ -63,10 +63,13 @@ Label label_of(const RawSample& sample, std::int32_t classes) {
   return {static_cast<std::int32_t>(value), {}, {}};
 }
 
-ByteBuffer read_file(const std::string& path) {
+// The file's bytes; nothing (and its size in `size`) if it is larger than limit.
+std::optional<ByteBuffer> read_file(const std::string& path, std::uint64_t limit, std::uint64_t& size) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw IoError("cannot open '" + path + "'", errno);
-  ByteBuffer out(static_cast<std::size_t>(in.tellg()));
+  size = static_cast<std::uint64_t>(in.tellg());
+  if (size > limit) return std::nullopt;
+  ByteBuffer out(static_cast<std::size_t>(size));
   in.seekg(0);
   if (!in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()))) {
     throw IoError("cannot read '" + path + "'", errno);
@@ -153,8 +156,13 @@ bool ImageServer::read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer) 
     sample.shard = image.path;
     sample.known_label = image.label;
     try {
-      sample.image = read_file(image.path);
-      sample.image_extension = fs::path(image.path).extension().string().substr(1);
+      std::uint64_t size = 0;
+      if (auto bytes = read_file(image.path, options_.max_image_bytes, size)) {
+        sample.image = std::move(*bytes);
+        sample.image_extension = fs::path(image.path).extension().string().substr(1);
+      } else {
+        sample.oversized_image = size;
+      }
     } catch (const IoError& e) {
       skips_.skip("unreadable file", image.path, image.path, e.what());
       return !g_stop;
@@ -163,7 +171,7 @@ bool ImageServer::read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer) 
   }
   const std::string& shard = source_.shards[unit];
   try {
-    ShardReader reader(shard);
+    ShardReader reader(shard, ShardReaderOptions{.max_member_bytes = options_.max_image_bytes});
     while (auto sample = reader.next()) {
       if (g_stop || !pass_on(std::move(*sample))) return false;
     }
@@ -187,6 +195,12 @@ void ImageServer::work() {
   ImageAugmenter augmenter(options_.augment);
   std::vector<std::uint8_t> scratch(assembler_.format().direct() ? 0 : assembler_.format().image_bytes());
   while (auto sample = queue_.pop()) {
+    if (sample->oversized_image) {
+      skips_.skip("too large", sample->key, sample->shard,
+                  "image of " + std::to_string(sample->oversized_image) + " bytes; the limit is " +
+                      std::to_string(options_.max_image_bytes));
+      continue;
+    }
     Label label = label_of(*sample, options_.classes);
     if (!label.problem.empty()) {
       skips_.skip(label.problem, sample->key, sample->shard, label.detail);

@@ -38,6 +38,7 @@ struct ImageServerOptions {
   std::uint64_t epochs = 0;           // passes over the data (0: forever)
   std::uint64_t report = 10;          // a rate line every N batches (0: never)
   std::int32_t classes = 0;           // labels must be below this (0: any non-negative int32)
+  std::uint64_t max_image_bytes = std::uint64_t{256} << 20;  // larger encoded images are skipped unread
   std::size_t max_batches = 0;        // batch buffers in memory (0: 2 + 2 x workers / batch, at least 4)
   std::string server_id;              // in metadata; hostname:pid when empty
   ConnectionOptions connection;

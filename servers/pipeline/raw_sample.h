@@ -43,6 +43,7 @@ struct RawSample {
   ByteBuffer image;                  // the encoded image
   std::optional<std::string> label;  // text of the "cls" member, if any
   std::optional<std::int32_t> known_label;  // a label known without text (ImageFolder)
+  std::uint64_t oversized_image = 0;  // bytes of an image member (or file) passed over for its size; 0: none
   std::uint64_t sequence = 0;        // position in the served stream; seeds its augmentation
 };
 

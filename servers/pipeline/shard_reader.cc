@@ -229,6 +229,9 @@ bool ShardReader::add_member(archive_entry* entry, RawSample& sample) {
   la_int64_t size = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : 0;
   if (wanted && static_cast<std::uint64_t>(size) > options_.max_member_bytes) {
     ++oversized_;
+    // Recorded, so that the sample is skipped for its real reason rather
+    // than for having no image.
+    if (extension != "cls") sample.oversized_image = static_cast<std::uint64_t>(size);
     wanted = false;
   }
   if (!wanted) return archive_read_data_skip(source_->get()) >= ARCHIVE_WARN;

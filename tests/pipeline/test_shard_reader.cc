@@ -192,7 +192,9 @@ TEST_CASE("shard reading") {
     auto samples = read_all(reader);
     REQUIRE(samples.size() == 4);
     CHECK(samples[0].image.empty());  // 6 bytes
+    CHECK(samples[0].oversized_image == 6);  // so that it is skipped as too large, not as imageless
     CHECK(samples[0].label == "3");
+    CHECK(samples[1].oversized_image == 0);
     CHECK(text(samples[1].image) == "PNG-B");  // 5 bytes
     CHECK(reader.oversized_members() == 1);
   }

@@ -756,6 +756,35 @@ def test_max_pixels_skips_large_images(root, rundir):
     assert r.summary()[2] == {"too many pixels": 4}
 
 
+def test_max_image_bytes_skips_large_files_unread(root, rundir):
+    rng = np.random.default_rng(4)
+    d = tempfile.mkdtemp(dir=root, prefix="mb")
+    samples, small = [], set()
+    folder = os.path.join(d, "train", "c")
+    os.makedirs(folder)
+    for i in range(6):
+        # Smooth pictures compress to a few kilobytes; noise stays about 120 kB.
+        pixels = h.smooth_image(rng, 64, 64) if i % 2 else rng.integers(0, 255, (200, 200, 3), dtype=np.uint8)
+        image = h.encode(pixels, "png")
+        samples.append((f"mb{i}", {"png": image, "cls": h.cls(1)}))
+        with open(os.path.join(folder, f"mb{i}.png"), "wb") as f:
+            f.write(image)
+        if len(image) <= 20000:
+            small.add(f"mb{i}")
+    assert 0 < len(small) < 6
+    path = h.write_tar(os.path.join(d, "mb.tar"), samples)
+    args = ["--epochs", "1", "--meta", "-b", "1", "--size", "32", "--max-image-bytes", "20000", "-r", "0"]
+    r = run(["-u", path] + args, rundir)
+    assert r.rc == 0, r
+    assert sorted(r.keys()) == sorted(small)
+    assert r.summary()[2] == {"too large": 6 - len(small)}
+    assert re.search(r"skipped sample 'mb0' of \S+: too large \(image of \d+ bytes; the limit is 20000\)", r.err), r.err
+    r = run(["-d", d] + args, rundir, exe=h.DIR_EXE)
+    assert r.rc == 0, r
+    assert sorted(os.path.basename(k)[:-4] for k in r.keys()) == sorted(small)
+    assert r.summary()[2] == {"too large": 6 - len(small)}
+
+
 def test_truncated_jpegs_are_never_served(root, rundir):
     rng = np.random.default_rng(8)
     d = tempfile.mkdtemp(dir=root, prefix="tr")
