@@ -139,6 +139,45 @@ def test_output_is_deterministic(tmp_path):
     assert len(seed1) == len(one) and all(a != b for a, b in zip(one, seed1))
 
 
+def folder_bytes(folder):
+    return {name: file_bytes(os.path.join(folder, name)) for name in sorted(os.listdir(folder))}
+
+
+def test_output_is_the_same_for_any_number_of_jobs(tmp_path):
+    args = ["--synthetic", 70, "--maxcount", 16, "--restart-markers"]
+    for jobs in (1, 3):
+        make_shards(*args, "-j", jobs, "-o", tmp_path / f"syn{jobs}" / "%03d.tar")
+    assert folder_bytes(tmp_path / "syn1") == folder_bytes(tmp_path / "syn3")
+    pattern = f"{tmp_path}/syn1/{{000..004}}.tar"
+    for jobs in (1, 4):
+        make_shards("--from-shards", pattern, "--restart-markers", "--maxcount", 25, "-j", jobs,
+                    "-o", tmp_path / f"re{jobs}" / "%03d.tar")
+    assert folder_bytes(tmp_path / "re1") == folder_bytes(tmp_path / "re4")
+    assert len(folder_bytes(tmp_path / "re1")) == 3
+
+
+def test_a_failure_midway_leaves_what_one_job_would(tmp_path):
+    rng = np.random.default_rng(2)
+    lines = []
+    for i in range(60):
+        path = tmp_path / f"img{i:02d}.jpg"
+        if i != 41:  # listed, never written
+            ok, jpeg = cv2.imencode(".jpg", rng.integers(0, 255, (24, 32, 3), dtype=np.uint8))
+            path.write_bytes(jpeg.tobytes())
+        lines.append(f"{path} {i % 3}\n")
+    (tmp_path / "list.txt").write_text("".join(lines))
+    for jobs in (1, 4):
+        result = run("--list", tmp_path / "list.txt", "--maxcount", 10, "-j", jobs, "-o", tmp_path / f"out{jobs}" / "%d.tar")
+        assert result.returncode == 1 and "img41.jpg" in result.stderr, result.stderr
+    assert folder_bytes(tmp_path / "out1") == folder_bytes(tmp_path / "out4")
+    assert len(read_all(tmp_path / "out1")) >= 40
+
+
+def test_jobs_must_be_positive(tmp_path):
+    result = run("--synthetic", 3, "-j", 0, "-o", tmp_path / "%d.tar")
+    assert result.returncode == 1 and "--jobs" in result.stderr
+
+
 def test_shuffle_is_deterministic_and_keeps_every_sample(tmp_path):
     make_shards("--synthetic", 30, "--seed", 5, "-o", tmp_path / "plain" / "%d.tar")
     make_shards("--synthetic", 30, "--shuffle", "--seed", 5, "-o", tmp_path / "a" / "%d.tar")

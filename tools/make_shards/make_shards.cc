@@ -13,9 +13,12 @@
 #include <clocale>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "ordered_jobs.h"
 #include "samples.h"
 #include "restart_markers.h"
 #include "shard_samples.h"
@@ -58,6 +61,8 @@ po::options_description make_options() {
       ("from-shards", po::value<std::string>(),
        "re-pack the samples of these tar shards (brace-expanded, in order), e.g. 'in/train-{0000..0146}.tar'")
       ("shuffle", po::bool_switch(), "shuffle the samples (deterministically, by --seed)")
+      ("jobs,j", po::value<int>(), "threads reading, generating and rewriting images (default: every core); "
+       "the output is the same for any number")
       ("seed", po::value<std::uint64_t>()->default_value(0), "seed of --shuffle and of synthetic images")
       ("mtime", po::value<std::int64_t>()->default_value(0), "modification time of every member (seconds since 1970)")
       ("classes", po::value<std::int64_t>()->default_value(10), "synthetic: number of classes")
@@ -129,6 +134,14 @@ void check_inputs(const po::variables_map& vars) {
   return samples;
 }
 
+// --jobs, or every core.
+[[nodiscard]] unsigned job_count(const po::variables_map& vars) {
+  if (!vars.count("jobs")) return std::max(1u, std::thread::hardware_concurrency());
+  const int jobs = vars["jobs"].as<int>();
+  if (jobs < 1 || jobs > 1024) throw tensorcom::ArgumentError("--jobs must be in 1..1024");
+  return static_cast<unsigned>(jobs);
+}
+
 [[nodiscard]] ShardLimits shard_limits(const po::variables_map& vars) {
   ShardLimits limits;
   limits.max_count = vars["maxcount"].as<std::uint64_t>();
@@ -143,16 +156,21 @@ void check_inputs(const po::variables_map& vars) {
 }
 
 // With --restart-markers, a JPEG is rewritten; one libjpeg cannot read is
-// packed as it was (the servers will skip and count it), with a warning
-// naming `what`. Returns whether image was left as it was for that reason.
-bool add_restart_markers(const std::string& what, Bytes& image) {
+// packed as it was (the servers will skip and count it). Returns why it was
+// left as it was, if it was.
+std::optional<std::string> add_restart_markers(Bytes& image) {
   try {
     image = with_restart_markers(image);
-    return false;
+    return std::nullopt;
   } catch (const tensorcom::FormatError& e) {
-    std::cerr << "make-shards: " << what << ": packed unchanged: " << e.what() << '\n';
-    return true;
+    return e.what();
   }
+}
+
+// Counts a JPEG left without restart markers, with a warning naming it.
+void report_unchanged(const std::string& what, const std::string& why, std::uint64_t& count) {
+  std::cerr << "make-shards: " << what << ": packed unchanged: " << why << '\n';
+  ++count;
 }
 
 bool is_jpeg_member(const std::string& name) {
@@ -168,30 +186,73 @@ struct RepackCounts {
   std::uint64_t damaged_shards = 0;
 };
 
-// --from-shards: every sample of every shard, in order, members unchanged
-// but for JPEGs given restart markers when asked. A damaged shard is
-// reported and ends there; the others go on.
-RepackCounts repack_shards(const std::string& pattern, bool restart_markers, TarEncoder& encoder,
-                           ShardWriter& writer) {
-  RepackCounts counts;
-  for (const std::string& path : tensorcom::brace_expand(pattern)) {
-    ShardSamples shard(path);
-    while (auto sample = shard.next()) {
-      std::vector<TarMember> members;
-      for (ShardMember& m : *sample) {
-        if (restart_markers && is_jpeg_member(m.name) && add_restart_markers(path + ": " + m.name, m.data)) {
-          ++counts.unreadable_jpegs;
-        }
-        members.push_back({m.name, m.data});
+// One sample of an input shard on its way through run_in_order.
+struct RepackItem {
+  std::string shard;
+  std::vector<ShardMember> members;
+  std::vector<std::optional<std::string>> unchanged;  // per member: why it kept no restart markers
+};
+
+// The samples of the shards in order, one shard open at a time; a damaged
+// shard is reported and ends there, and the next one is opened.
+class ShardSequence {
+ public:
+  explicit ShardSequence(const std::string& pattern) : paths_(tensorcom::brace_expand(pattern)) {}
+
+  std::optional<RepackItem> next() {
+    for (;;) {
+      if (shard_) {
+        if (auto sample = shard_->next()) return RepackItem{paths_[at_ - 1], std::move(*sample), {}};
+        close_shard();
       }
-      writer.add(encoder.encode(members));
-    }
-    counts.skipped_members += shard.skipped_members();
-    if (shard.error()) {
-      ++counts.damaged_shards;
-      std::cerr << "make-shards: shard ended early, samples after the damage lost: " << *shard.error() << '\n';
+      if (at_ == paths_.size()) return std::nullopt;
+      shard_.emplace(paths_[at_++]);
     }
   }
+  [[nodiscard]] const RepackCounts& counts() const noexcept { return counts_; }
+
+ private:
+  void close_shard() {
+    counts_.skipped_members += shard_->skipped_members();
+    if (shard_->error()) {
+      ++counts_.damaged_shards;
+      std::cerr << "make-shards: shard ended early, samples after the damage lost: " << *shard_->error() << '\n';
+    }
+    shard_.reset();
+  }
+
+  std::vector<std::string> paths_;
+  std::size_t at_ = 0;
+  std::optional<ShardSamples> shard_;
+  RepackCounts counts_;
+};
+
+// --from-shards: every sample of every shard, in order, members unchanged
+// but for JPEGs given restart markers when asked (on `jobs` threads).
+RepackCounts repack_shards(const std::string& pattern, bool restart_markers, unsigned jobs, TarEncoder& encoder,
+                           ShardWriter& writer) {
+  ShardSequence shards(pattern);
+  std::uint64_t unreadable_jpegs = 0;
+  run_in_order<RepackItem>(
+      jobs, [&] { return shards.next(); },
+      [&](RepackItem& item) {
+        item.unchanged.resize(item.members.size());
+        if (!restart_markers) return;
+        for (std::size_t i = 0; i < item.members.size(); ++i) {
+          if (is_jpeg_member(item.members[i].name)) item.unchanged[i] = add_restart_markers(item.members[i].data);
+        }
+      },
+      [&](const RepackItem& item) {
+        std::vector<TarMember> members;
+        for (std::size_t i = 0; i < item.members.size(); ++i) {
+          const ShardMember& m = item.members[i];
+          if (item.unchanged[i]) report_unchanged(item.shard + ": " + m.name, *item.unchanged[i], unreadable_jpegs);
+          members.push_back({m.name, m.data});
+        }
+        writer.add(encoder.encode(members));
+      });
+  RepackCounts counts = shards.counts();
+  counts.unreadable_jpegs = unreadable_jpegs;
   return counts;
 }
 
@@ -229,8 +290,9 @@ int run(int argc, char** argv) {
   TarEncoder encoder(vars["mtime"].as<std::int64_t>());
   ShardWriter writer(std::move(pattern), limits);
   const bool restart_markers = vars["restart-markers"].as<bool>();
+  const unsigned jobs = job_count(vars);
   if (vars.count("from-shards")) {
-    RepackCounts counts = repack_shards(vars["from-shards"].as<std::string>(), restart_markers, encoder, writer);
+    RepackCounts counts = repack_shards(vars["from-shards"].as<std::string>(), restart_markers, jobs, encoder, writer);
     print_summary(writer.finish());
     if (counts.unreadable_jpegs) std::cout << "JPEGs packed without restart markers (unreadable): " << counts.unreadable_jpegs << '\n';
     if (counts.skipped_members) std::cout << "members passed over (not files, or no key): " << counts.skipped_members << '\n';
@@ -238,20 +300,34 @@ int run(int argc, char** argv) {
     return counts.damaged_shards ? 1 : 0;
   }
 
-  std::vector<Sample> samples = select_samples(vars);
+  const std::vector<Sample> samples = select_samples(vars);
   std::uint64_t unreadable_jpegs = 0;
-  for (const Sample& sample : samples) {
-    Bytes image = image_bytes(sample, synthetic);
-    if (restart_markers && sample.extension == "jpg" && add_restart_markers(describe(sample), image)) {
-      ++unreadable_jpegs;
-    }
-    std::string label = std::to_string(sample.label);
-    const TarMember members[] = {
-        {sample.key + "." + sample.extension, image},
-        {sample.key + ".cls", {reinterpret_cast<const unsigned char*>(label.data()), label.size()}},
-    };
-    writer.add(encoder.encode(members));
-  }
+  struct Item {
+    const Sample* sample;
+    Bytes image;
+    std::optional<std::string> unchanged;  // why it kept no restart markers
+  };
+  std::size_t next = 0;
+  auto read = [&]() -> std::optional<Item> {
+    if (next == samples.size()) return std::nullopt;
+    return Item{&samples[next++], {}, {}};
+  };
+  run_in_order<Item>(
+      jobs, read,
+      [&](Item& item) {
+        item.image = image_bytes(*item.sample, synthetic);
+        if (restart_markers && item.sample->extension == "jpg") item.unchanged = add_restart_markers(item.image);
+      },
+      [&](const Item& item) {
+        const Sample& sample = *item.sample;
+        if (item.unchanged) report_unchanged(describe(sample), *item.unchanged, unreadable_jpegs);
+        std::string label = std::to_string(sample.label);
+        const TarMember members[] = {
+            {sample.key + "." + sample.extension, item.image},
+            {sample.key + ".cls", {reinterpret_cast<const unsigned char*>(label.data()), label.size()}},
+        };
+        writer.add(encoder.encode(members));
+      });
   print_summary(writer.finish());
   if (unreadable_jpegs) std::cout << "JPEGs packed without restart markers (unreadable): " << unreadable_jpegs << '\n';
   return 0;
