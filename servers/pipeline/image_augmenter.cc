@@ -117,11 +117,12 @@ void ImageAugmenter::check_pixels(std::uint64_t width, std::uint64_t height) con
   }
 }
 
-void ImageAugmenter::augment_jpeg(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out) {
+ImageAugmenter::DecodedCrop ImageAugmenter::decode_jpeg_crop(std::span<const std::byte> encoded, std::mt19937_64& rng,
+                                                             bool* flip) {
   JpegInfo info = jpeg_->read_header(encoded);
   check_pixels(static_cast<std::uint64_t>(info.width), static_cast<std::uint64_t>(info.height));
   CropBox box = choose_crop(info.width, info.height, rng);
-  bool flip = draw_flip(rng);
+  *flip = draw_flip(rng);
   int num = choose_scale_num(box, options_.size);
   PixelBox origin;  // of the decoded JPEG in the source: a slice of it, when it has restart markers to cut at
   const auto slice = slice_restart_intervals(encoded, {box.x, box.y, box.width, box.height}, slice_);
@@ -133,8 +134,13 @@ void ImageAugmenter::augment_jpeg(std::span<const std::byte> encoded, std::mt199
   ++jpeg_counts_.total;
   if (slice) ++jpeg_counts_.sliced;
   if (region.cmyk) cmyk_to_rgbx(region);
-  resizer_.resize_to_rgb(region.pixels, region.width, region.height, region.stride, options_.size, options_.size, flip,
-                         out);
+  return {region.pixels, region.width, region.height, region.stride};
+}
+
+void ImageAugmenter::augment_jpeg(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out) {
+  bool flip = false;
+  DecodedCrop crop = decode_jpeg_crop(encoded, rng, &flip);
+  resizer_.resize_to_rgb(crop.rgbx, crop.width, crop.height, crop.stride, options_.size, options_.size, flip, out);
 }
 
 void ImageAugmenter::augment_other(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out) {

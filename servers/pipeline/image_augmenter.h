@@ -67,6 +67,18 @@ class ImageAugmenter {
   };
   [[nodiscard]] JpegCounts jpeg_counts() const noexcept { return jpeg_counts_; }
 
+  // The first half of augment() for a JPEG: draws the crop (and the flip,
+  // into *flip) and decodes that box at its DCT scale, RGBX (CMYK already
+  // converted), in memory kept until the next call. For benchmarks that
+  // separate decoding from resizing. Throws SampleError.
+  struct DecodedCrop {
+    const std::uint8_t* rgbx;
+    int width;
+    int height;
+    std::size_t stride;
+  };
+  [[nodiscard]] DecodedCrop decode_jpeg_crop(std::span<const std::byte> encoded, std::mt19937_64& rng, bool* flip);
+
  private:
   void augment_jpeg(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out);
   void augment_other(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out);

@@ -9,10 +9,15 @@
       `make-shards --restart-markers` (same pixels; the server then
       entropy-decodes only the restart intervals its crops need).
 Prints each figure, the ratios the issue sets targets for, and whether each
-is met. Also (1e), Huffman decoding alone of the same images, and how far
-down the images RandomResizedCrop's boxes reach on average: a region decoder
-cannot skip the entropy decoding of the rows above its box, so (1e) divided
-by that fraction bounds (2) for any server built on libjpeg-turbo. The machine is shared and noisy: each figure is the best of --repeat.
+is met. Also, to show where the time goes:
+  (1r) the server's region decoding alone (libjpeg-turbo, the crops the server
+       draws, no resize), one core: the most a server built on it can reach;
+  (1a) the server's whole per-image work alone (region decoding and resize),
+       one core, without reading, batching or sending;
+  (1e) Huffman decoding alone of the same images, and how far down the images
+       RandomResizedCrop's boxes reach on average: a region decoder cannot skip
+       the entropy decoding of the rows above its box.
+The machine is shared and noisy: each figure is the best of --repeat.
 
     tests/bench/augment_throughput.py --shards 'DIR/photos-{000000..000003}.tar' [--build build]
 
@@ -57,11 +62,20 @@ def restart_shards(build, pattern, folder):
     return os.path.join(folder, "r-{%06d..%06d}.tar" % (0, count - 1))
 
 
+def one_core(program, *args):
+    out = subprocess.run(["taskset", "-c", "0", program, *args], capture_output=True, text=True, check=True,
+                         timeout=600)
+    return json.loads(out.stdout)["images_per_s"]
+
+
 def baseline(build, paths, entropy_only=False):
     mode = ["--entropy-only"] if entropy_only else []
-    out = subprocess.run(["taskset", "-c", "0", f"{build}/tests/bench/jpeg-decode-baseline", *mode, *paths],
-                         capture_output=True, text=True, check=True, timeout=600)
-    return json.loads(out.stdout)["images_per_s"]
+    return one_core(f"{build}/tests/bench/jpeg-decode-baseline", *mode, *paths)
+
+
+def augment_alone(build, paths, decode_only=False):
+    mode = ["--decode-only"] if decode_only else []
+    return one_core(f"{build}/tests/bench/augment-alone", *mode, *paths)
 
 
 CROP_REACH = r"""
@@ -157,6 +171,8 @@ def main():
     for _ in range(args.repeat):
         runs = {"(1)": lambda: baseline(args.build, paths),
                 "(1e)": lambda: baseline(args.build, paths, entropy_only=True),
+                "(1r)": lambda: augment_alone(args.build, paths, decode_only=True),
+                "(1a)": lambda: augment_alone(args.build, paths),
                 "(2)": lambda: server(args.build, args.shards, images, 1, "0", args.epochs),
                 "(3)": lambda: torchvision(paths),
                 "(4)": lambda: server(args.build, args.shards, images, 2, "0,1", args.epochs),
@@ -168,6 +184,8 @@ def main():
                 best[name] = max(best.get(name, 0.0), value)
     labels = {"(1)": "libjpeg-turbo full decode, 1 core",
               "(1e)": "libjpeg-turbo Huffman decoding alone, 1 core",
+              "(1r)": "the server's region decoding alone, 1 core",
+              "(1a)": "the server's region decoding and resize alone, 1 core",
               "(2)": "serve-imagenet-shards -w 1, 1 core",
               "(3)": "torchvision RandomResizedCrop+flip on PIL, 1 core",
               "(4)": "serve-imagenet-shards -w 2, 2 cores",
@@ -181,6 +199,10 @@ def main():
         if a in best and b in best:
             value = best[a] / best[b]
             print(f"{ratio}: {value:.2f} (target >= {target}: {'met' if value >= target else 'NOT met'})")
+    if all(k in best for k in ("(1)", "(1r)", "(1a)", "(2)")):
+        print(f"(1r) / (1): {best['(1r)'] / best['(1)']:.2f}: libjpeg-turbo's region decoding of these crops, with "
+              f"nothing else, caps (2); resizing takes it to (1a) = {best['(1a)'] / best['(1)']:.2f} x (1), and "
+              f"(2) reaches {best['(2)'] / best['(1a)']:.0%} of (1a)")
     reach = crop_reach(paths)
     if reach and "(1e)" in best and "(1)" in best:
         ceiling = best["(1e)"] / reach

@@ -8,8 +8,6 @@
 // inverse DCT, upsampling or colour conversion. A region decoder must still
 // entropy-decode every row above the bottom of its crop, so this figure
 // bounds what any server built on libjpeg-turbo can reach.
-#include <archive.h>
-#include <archive_entry.h>
 #include <turbojpeg.h>
 
 // jpeglib.h needs FILE and size_t declared first.
@@ -24,30 +22,9 @@
 #include <string>
 #include <vector>
 
-namespace {
+#include "load_jpegs.h"
 
-// Every .jpg/.jpeg member of the shards, in memory, so that timing sees decoding only.
-std::vector<std::vector<unsigned char>> load_jpegs(int first, int argc, char** argv) {
-  std::vector<std::vector<unsigned char>> jpegs;
-  for (int i = first; i < argc; ++i) {
-    std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
-    archive_read_support_filter_all(a.get());
-    archive_read_support_format_tar(a.get());
-    if (archive_read_open_filename(a.get(), argv[i], 1 << 20) != ARCHIVE_OK) {
-      std::fprintf(stderr, "jpeg-decode-baseline: cannot open %s\n", argv[i]);
-      std::exit(1);
-    }
-    archive_entry* e;
-    while (archive_read_next_header(a.get(), &e) == ARCHIVE_OK) {
-      std::string name = archive_entry_pathname(e);
-      if (!name.ends_with(".jpg") && !name.ends_with(".jpeg")) continue;
-      std::vector<unsigned char> bytes(static_cast<std::size_t>(archive_entry_size(e)));
-      if (archive_read_data(a.get(), bytes.data(), bytes.size()) != static_cast<la_ssize_t>(bytes.size())) break;
-      jpegs.push_back(std::move(bytes));
-    }
-  }
-  return jpegs;
-}
+namespace {
 
 // Full decode to RGB, as an application that wants every pixel would.
 bool decode_full(tjhandle tj, const std::vector<unsigned char>& jpeg, std::vector<unsigned char>& rgb,
@@ -77,7 +54,7 @@ void decode_entropy(const std::vector<unsigned char>& jpeg, std::size_t& pixels)
 
 int main(int argc, char** argv) {
   const bool entropy_only = argc > 1 && std::strcmp(argv[1], "--entropy-only") == 0;
-  auto jpegs = load_jpegs(entropy_only ? 2 : 1, argc, argv);
+  auto jpegs = bench::load_jpegs<unsigned char>("jpeg-decode-baseline", entropy_only ? 2 : 1, argc, argv);
   if (jpegs.empty()) {
     std::fprintf(stderr, "usage: jpeg-decode-baseline [--entropy-only] SHARD.tar... (no JPEGs found)\n");
     return 1;
