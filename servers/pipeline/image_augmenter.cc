@@ -111,7 +111,9 @@ bool ImageAugmenter::draw_flip(std::mt19937_64& rng) const {
 
 void ImageAugmenter::check_pixels(std::uint64_t width, std::uint64_t height) const {
   if (width == 0 || height == 0) throw SampleError("undecodable", "image of zero size");
-  if (width * height > options_.max_pixels) {
+  // Divided, not multiplied: a header can declare sizes whose product
+  // overflows 64 bits.
+  if (width > options_.max_pixels / height) {
     throw SampleError("too many pixels", std::to_string(width) + "x" + std::to_string(height) + " exceeds " +
                                              std::to_string(options_.max_pixels) + " pixels");
   }

@@ -234,6 +234,12 @@ TEST_CASE("bad images are refused with a reason") {
     auto rng = std::mt19937_64(1);
     CHECK_THROWS_WITH_AS(strict.augment(jpeg, "jpg", rng, out.data), doctest::Contains("200x150"), SampleError);
   }
+  SUBCASE("a PPM whose declared size overflows 64 bits is still too many pixels") {
+    const std::string ppm = "P6 4294967296 4294967296 255\n";  // 2^32 x 2^32 wraps to 0
+    std::vector<std::byte> bytes(ppm.size());
+    std::memcpy(bytes.data(), ppm.data(), ppm.size());
+    CHECK(reason(bytes) == "too many pixels");
+  }
   SUBCASE("a PNG declaring more pixels than the limit is refused before decoding") {
     // 40000 x 40000 grey would take 1.6 GB to decode; the header alone says no.
     cv::Mat small(4, 4, CV_8UC1, cv::Scalar(0));
