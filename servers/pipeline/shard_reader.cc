@@ -189,7 +189,8 @@ std::optional<RawSample> ShardReader::read_until_next_key() {
       return std::nullopt;
     }
     if (archive_entry_filetype(entry) != AE_IFREG) continue;
-    auto [key, extension] = split_member_name(archive_entry_pathname(entry) ? archive_entry_pathname(entry) : "");
+    const char* path = archive_entry_pathname(entry);
+    auto [key, extension] = split_member_name(path ? path : "");
     std::optional<RawSample> completed;
     if (pending_ && pending_->key != key) completed = std::exchange(pending_, std::nullopt);
     if (!pending_) {
@@ -197,7 +198,7 @@ std::optional<RawSample> ShardReader::read_until_next_key() {
       pending_->key = key;
       pending_->shard = shard_;
     }
-    if (!add_member(entry, *pending_)) {
+    if (!add_member(entry, lowercase(extension), *pending_)) {
       // The shard broke inside this member. The sample before it is whole.
       bool retrying = end_abnormally("truncated or corrupt: " + archive_message(source_->get()));
       return retrying ? std::nullopt : completed;
@@ -222,9 +223,7 @@ bool read_member(archive* a, ByteBuffer& out, std::size_t size) {
 
 }  // namespace
 
-bool ShardReader::add_member(archive_entry* entry, RawSample& sample) {
-  const char* path = archive_entry_pathname(entry);
-  std::string extension = lowercase(split_member_name(path ? path : "").second);
+bool ShardReader::add_member(archive_entry* entry, const std::string& extension, RawSample& sample) {
   bool wanted = (is_image_extension(extension) && sample.image_extension.empty()) || extension == "cls";
   la_int64_t size = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : 0;
   if (wanted && static_cast<std::uint64_t>(size) > options_.max_member_bytes) {

@@ -47,7 +47,8 @@ class ShardReader {
   std::optional<RawSample> end_cleanly();
   // Reads members until the key changes; returns the completed sample, if any.
   std::optional<RawSample> read_until_next_key();
-  bool add_member(::archive_entry* entry, RawSample& sample);
+  // extension: the member's, lowercased.
+  bool add_member(::archive_entry* entry, const std::string& extension, RawSample& sample);
 
   std::string shard_;
   ShardReaderOptions options_;
