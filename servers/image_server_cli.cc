@@ -4,7 +4,7 @@
 #include <sstream>
 #include <thread>
 
-#include "tool_main.h"
+#include "tensorcom/programs/program.h"
 
 namespace po = boost::program_options;
 
@@ -63,7 +63,8 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage) : options
       "hwm", po::value(&s.connection.send_high_water_mark)->default_value(2), "batches queued per peer")(
       "single", "send single-buffer messages instead of multipart")(
       "linger", po::value(&linger_ms_)->default_value(linger_ms_), "ms to deliver queued batches at exit")(
-      "address", po::value(&s.addresses), "URLs to serve on (brace-expanded; default zpub://127.0.0.1:7880)");
+      "address", po::value(&s.addresses),
+      (std::string("URLs to serve on (brace-expanded; default ") + programs::kDefaultServeUrl + ")").c_str());
 }
 
 bool ImageServerCli::parse(int argc, char** argv) {
@@ -81,9 +82,10 @@ bool ImageServerCli::parse(int argc, char** argv) {
 
 void ImageServerCli::finish() {
   ImageServerOptions& s = server;
-  if (s.addresses.empty()) s.addresses = {"zpub://127.0.0.1:7880"};
+  if (s.addresses.empty()) s.addresses = {programs::kDefaultServeUrl};
   s.augment.validation = vars_.count("val") > 0;
-  s.augment.size = s.format.size;
+  s.should_stop = programs::stop_requested;
+  programs::install_stop_handlers();
   s.format.metadata = vars_.count("meta") > 0;
   s.order.resample = vars_.count("resample") > 0;
   if (vars_.count("single")) s.connection.framing = Framing::kSingleBuffer;

@@ -15,7 +15,8 @@ struct ImageServerCli {
   explicit ImageServerCli(const char* program, const char* usage);
 
   boost::program_options::options_description options;
-  // Parses argv; returns false if --help was printed.
+  // Parses argv; returns false if --help was printed. Installs the frame's
+  // stop handlers, which end serving with a summary.
   [[nodiscard]] bool parse(int argc, char** argv);
   [[nodiscard]] const boost::program_options::variables_map& vars() const { return vars_; }
   ImageServerOptions server;

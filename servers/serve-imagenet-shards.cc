@@ -5,21 +5,20 @@
 
 #include "image_server_cli.h"
 #include "tensorcom/brace.h"
-#include "tool_main.h"
+#include "tensorcom/programs/program.h"
 
 namespace po = boost::program_options;
 using namespace tensorcom;
 
 int main(int argc, char** argv) {
-  return tool_main("serve-imagenet-shards", [&]() -> int {
+  return programs::program_main("serve-imagenet-shards", [&]() -> int {
     pipeline::ImageServerCli cli("serve-imagenet-shards",
                                  "serve-imagenet-shards [options] -u SHARDS [ADDRESS...]\n"
                                  "SHARDS: paths, file:PATH or pipe:COMMAND, brace-expanded");
     std::vector<std::string> shards;
     cli.options.add_options()("shards,u", po::value(&shards)->required(), "shards to read (repeatable)");
     if (!cli.parse(argc, argv)) return 0;
-    pipeline::SampleSourceSpec source;
-    source.shards = brace_expand_all(shards);
-    return pipeline::run_image_server(cli.server, source);
+    auto source = pipeline::shard_source(brace_expand_all(shards), cli.server.max_image_bytes);
+    return pipeline::run_image_server(cli.server, *source);
   });
 }

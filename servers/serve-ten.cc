@@ -4,14 +4,13 @@
 #include <boost/program_options.hpp>
 
 #include <cerrno>
-#include <csignal>
 #include <iostream>
 #include <thread>
 
 #include "tensorcom/brace.h"
 #include "tensorcom/connection.h"
 #include "tensorcom/ten_file.h"
-#include "tool_main.h"
+#include "tensorcom/programs/program.h"
 
 namespace po = boost::program_options;
 using namespace tensorcom;
@@ -27,8 +26,6 @@ struct ServeTenOptions {
   std::size_t group = kInferListLength;
   ConnectionOptions connection;
 };
-
-volatile std::sig_atomic_t g_stop = 0;
 
 std::vector<TensorList> load_lists(const std::vector<std::string>& patterns, std::size_t group) {
   std::vector<TensorList> lists;
@@ -54,7 +51,7 @@ bool send_unless_stopped(Connection& connection, const TensorList& list) {
     connection.send(list);
     return true;
   } catch (const TransportError& e) {
-    if (e.code() == EINTR && g_stop) return false;
+    if (e.code() == EINTR && programs::stop_requested()) return false;
     throw;
   }
 }
@@ -68,9 +65,9 @@ int serve(const ServeTenOptions& options) {
 
   auto start = std::chrono::steady_clock::now();
   std::uint64_t sent = 0;
-  for (std::uint64_t epoch = 0; (options.epochs == 0 || epoch < options.epochs) && !g_stop; ++epoch) {
+  for (std::uint64_t epoch = 0; (options.epochs == 0 || epoch < options.epochs) && !programs::stop_requested(); ++epoch) {
     for (const TensorList& list : lists) {
-      if (g_stop) break;
+      if (programs::stop_requested()) break;
       pace(options.rate, sent, start);
       if (!send_unless_stopped(connection, list)) break;
       ++sent;
@@ -88,10 +85,11 @@ int serve(const ServeTenOptions& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return tool_main("serve-ten", [&]() -> int {
+  return programs::program_main("serve-ten", [&]() -> int {
     ServeTenOptions o;
     std::int64_t linger_ms = 10000;
-    po::options_description options("serve-ten [options] [ADDRESS...] (default zpub://127.0.0.1:7880)");
+    po::options_description options(std::string("serve-ten [options] [ADDRESS...] (default ") +
+                                    programs::kDefaultServeUrl + ")");
     options.add_options()("help,h", "show this help")(
         "input,i", po::value(&o.inputs)->required(), ".ten file to serve (repeatable, brace-expanded)")(
         "epochs", po::value(&o.epochs)->default_value(1), "passes over the inputs (0: forever)")(
@@ -107,13 +105,12 @@ int main(int argc, char** argv) {
     positional.add("address", -1);
     po::variables_map vars;
     po::store(po::command_line_parser(argc, argv).options(options).positional(positional).run(), vars);
-    if (vars.count("help")) return print_usage(options, true);
+    if (vars.count("help")) return programs::print_usage(options, true);
     po::notify(vars);
-    if (o.addresses.empty()) o.addresses = {"zpub://127.0.0.1:7880"};
+    if (o.addresses.empty()) o.addresses = {programs::kDefaultServeUrl};
     if (vars.count("single")) o.connection.framing = Framing::kSingleBuffer;
     o.connection.linger = Milliseconds(linger_ms);
-    std::signal(SIGINT, [](int) { g_stop = 1; });
-    std::signal(SIGTERM, [](int) { g_stop = 1; });
+    programs::install_stop_handlers();
     return serve(o);
   });
 }

@@ -14,7 +14,7 @@
 
 #include "tensorcom/connection.h"
 #include "tensorcom/ten_file.h"
-#include "tool_main.h"
+#include "tensorcom/programs/program.h"
 
 namespace po = boost::program_options;
 using namespace tensorcom;
@@ -59,7 +59,7 @@ po::options_description list_options(const char* caption) {
 int run_info(const std::vector<std::string>& argv) {
   auto options = list_options("tenbin info FILE.ten...");
   Parsed p = parse(options, argv);
-  if (p.vars.count("help") || p.args.empty()) return print_usage(options, p.vars.count("help"));
+  if (p.vars.count("help") || p.args.empty()) return programs::print_usage(options, p.vars.count("help"));
   bool several = p.args.size() > 1;
   for (const std::string& file : p.args) {
     auto lists = read_ten_lists(file, p.vars["group"].as<std::size_t>());
@@ -78,7 +78,7 @@ int run_info(const std::vector<std::string>& argv) {
 int run_check(const std::vector<std::string>& argv) {
   auto options = list_options("tenbin check FILE.ten...");
   Parsed p = parse(options, argv);
-  if (p.vars.count("help") || p.args.empty()) return print_usage(options, p.vars.count("help"));
+  if (p.vars.count("help") || p.args.empty()) return programs::print_usage(options, p.vars.count("help"));
   int status = 0;
   for (const std::string& file : p.args) {
     try {
@@ -100,7 +100,7 @@ int run_cat(const std::vector<std::string>& argv) {
   options.add_options()("help,h", "show this help")("output,o", po::value<std::string>()->default_value("-"),
                                                      "output file, - for stdout");
   Parsed p = parse(options, argv);
-  if (p.vars.count("help") || p.args.empty()) return print_usage(options, p.vars.count("help"));
+  if (p.vars.count("help") || p.args.empty()) return programs::print_usage(options, p.vars.count("help"));
   // Read (and so validate) everything before the output is truncated.
   std::vector<TensorList> inputs;
   for (const std::string& file : p.args) inputs.push_back(read_ten(file));
@@ -118,7 +118,7 @@ int run_record(const std::vector<std::string>& argv) {
       "output,o", po::value<std::string>()->required(), "output .ten file")(
       "timeout,t", po::value<double>()->default_value(30), "seconds to wait for each batch before giving up");
   Parsed p = parse(options, argv);
-  if (p.vars.count("help") || p.args.empty()) return print_usage(options, p.vars.count("help"));
+  if (p.vars.count("help") || p.args.empty()) return programs::print_usage(options, p.vars.count("help"));
   ConnectionOptions connection_options;
   connection_options.timeout = Milliseconds(static_cast<std::int64_t>(p.vars["timeout"].as<double>() * 1000));
   connection_options.total = static_cast<std::int64_t>(p.vars["count"].as<std::uint64_t>());
@@ -157,7 +157,7 @@ int run_synth(const std::vector<std::string>& argv) {
       "classes", po::value<std::int32_t>()->default_value(1000), "labels are 0..classes-1")(
       "output,o", po::value<std::string>()->required(), "output .ten file");
   Parsed p = parse(options, argv);
-  if (p.vars.count("help")) return print_usage(options, true);
+  if (p.vars.count("help")) return programs::print_usage(options, true);
   auto b = p.vars["batch"].as<std::int64_t>();
   auto s = p.vars["size"].as<std::int64_t>();
   auto classes = p.vars["classes"].as<std::int32_t>();
@@ -179,7 +179,7 @@ int run_synth(const std::vector<std::string>& argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return tool_main("tenbin", [&]() -> int {
+  return programs::program_main("tenbin", [&]() -> int {
     if (argc < 2) {
       std::cerr << kUsage;
       return 2;

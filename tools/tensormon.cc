@@ -15,7 +15,7 @@
 
 #include "batch_source.h"
 #include "json.h"
-#include "tool_main.h"
+#include "tensorcom/programs/program.h"
 
 namespace po = boost::program_options;
 using namespace tensorcom;
@@ -193,7 +193,7 @@ int monitor(const MonitorOptions& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return tool_main("tensormon", [&]() -> int {
+  return programs::program_main("tensormon", [&]() -> int {
     MonitorOptions o;
     po::options_description options("options");
     options.add_options()("help,h", "show this help")("report,r", po::value(&o.report)->default_value(o.report),
@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
     add_source_options(options, o.source);
     auto vars = parse_command_line(argc, argv,
                                    "usage: tensormon [-r N] [-c COUNT] [--json] [URL...]  (default URL " +
-                                       std::string(kDefaultUrl) + ", brace-expanded)",
+                                       std::string(programs::kDefaultReceiveUrl) + ", brace-expanded)",
                                    options, o.source);
     if (!vars) return 0;
     if (o.report < 1) throw po::error("--report must be at least 1");

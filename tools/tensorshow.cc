@@ -26,7 +26,7 @@
 #include "batch_source.h"
 #include "image_batch.h"
 #include "json.h"
-#include "tool_main.h"
+#include "tensorcom/programs/program.h"
 
 namespace po = boost::program_options;
 using namespace tensorcom;
@@ -254,7 +254,7 @@ void check_options(ShowOptions& o, const po::variables_map& vars) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return tool_main("tensorshow", [&]() -> int {
+  return programs::program_main("tensorshow", [&]() -> int {
     ShowOptions o;
     po::options_description options("options");
     options.add_options()("help,h", "show this help")("batches,n", po::value(&o.batches)->default_value(o.batches),
@@ -267,7 +267,7 @@ int main(int argc, char** argv) {
     auto vars = parse_command_line(argc, argv,
                                    "usage: tensorshow [-n N] [-o OUT.png] [-C classes.json] [--window] [URL...]"
                                    "  (default URL " +
-                                       std::string(kDefaultUrl) + ", brace-expanded)",
+                                       std::string(programs::kDefaultReceiveUrl) + ", brace-expanded)",
                                    options, o.source);
     if (!vars) return 0;
     check_options(o, *vars);

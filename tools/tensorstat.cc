@@ -19,7 +19,7 @@
 #include "batch_source.h"
 #include "image_batch.h"
 #include "json.h"
-#include "tool_main.h"
+#include "tensorcom/programs/program.h"
 
 namespace po = boost::program_options;
 using namespace tensorcom;
@@ -362,7 +362,7 @@ int run(const StatOptions& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return tool_main("tensorstat", [&]() -> int {
+  return programs::program_main("tensorstat", [&]() -> int {
     StatOptions o;
     po::options_description options("options");
     options.add_options()("help,h", "show this help")("count,c", po::value(&o.count)->default_value(o.count),
@@ -371,7 +371,7 @@ int main(int argc, char** argv) {
     add_source_options(options, o.source);
     auto vars = parse_command_line(
         argc, argv,
-        "usage: tensorstat [-c N] [--json] [URL...]  (default URL " + std::string(kDefaultUrl) + ", brace-expanded)",
+        "usage: tensorstat [-c N] [--json] [URL...]  (default URL " + std::string(programs::kDefaultReceiveUrl) + ", brace-expanded)",
         options, o.source);
     if (!vars) return 0;
     if (o.count < 1) throw po::error("--count must be at least 1");

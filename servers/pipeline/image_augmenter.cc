@@ -70,11 +70,7 @@ bool looks_like_jpeg(std::span<const std::byte> bytes) noexcept {
   return bytes.size() >= 3 && bytes[0] == std::byte{0xff} && bytes[1] == std::byte{0xd8} && bytes[2] == std::byte{0xff};
 }
 
-ImageAugmenter::ImageAugmenter(AugmentOptions options)
-    : options_(options),
-      resize_to_(static_cast<int>(std::lround(options.size * 256.0 / 224.0))),
-      jpeg_(std::make_unique<JpegRegionDecoder>()) {
-  if (options_.size <= 0) throw ArgumentError("image size must be positive");
+void configure_opencv_for_workers() {
   // Parallelism is ours: one image per worker thread. OpenCV's own pool would
   // split each small resize across threads that compete with the workers,
   // and wake them (futex calls) for every image.
@@ -84,14 +80,21 @@ ImageAugmenter::ImageAugmenter(AugmentOptions options)
   cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
 }
 
+ImageAugmenter::ImageAugmenter(AugmentOptions options, int size)
+    : options_(options),
+      size_(size),
+      resize_to_(static_cast<int>(std::lround(size * 256.0 / 224.0))),
+      jpeg_(std::make_unique<JpegRegionDecoder>()) {
+  if (size_ <= 0) throw ArgumentError("image size must be positive");
+}
+
 ImageAugmenter::~ImageAugmenter() = default;
 ImageAugmenter::ImageAugmenter(ImageAugmenter&&) noexcept = default;
 ImageAugmenter& ImageAugmenter::operator=(ImageAugmenter&&) noexcept = default;
 
-void ImageAugmenter::augment(std::span<const std::byte> encoded, std::string_view extension, std::mt19937_64& rng,
-                             std::uint8_t* out) {
+void ImageAugmenter::augment(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out) {
   if (encoded.empty()) throw SampleError("empty", "no image bytes");
-  (void)extension;  // the bytes decide: shards in the wild mislabel formats
+  // The bytes decide the format: shards in the wild mislabel it.
   if (looks_like_jpeg(encoded)) {
     augment_jpeg(encoded, rng, out);
   } else {
@@ -100,7 +103,7 @@ void ImageAugmenter::augment(std::span<const std::byte> encoded, std::string_vie
 }
 
 CropBox ImageAugmenter::choose_crop(int width, int height, std::mt19937_64& rng) const {
-  if (options_.validation) return center_crop_after_resize(width, height, resize_to_, options_.size);
+  if (options_.validation) return center_crop_after_resize(width, height, resize_to_, size_);
   return random_resized_crop(width, height, options_.crop, rng);
 }
 
@@ -125,7 +128,7 @@ ImageAugmenter::DecodedCrop ImageAugmenter::decode_jpeg_crop(std::span<const std
   check_pixels(static_cast<std::uint64_t>(info.width), static_cast<std::uint64_t>(info.height));
   CropBox box = choose_crop(info.width, info.height, rng);
   *flip = draw_flip(rng);
-  int num = choose_scale_num(box, options_.size);
+  int num = choose_scale_num(box, size_);
   PixelBox origin;  // of the decoded JPEG in the source: a slice of it, when it has restart markers to cut at
   const auto slice = slice_restart_intervals(encoded, {box.x, box.y, box.width, box.height}, slice_);
   if (slice) {
@@ -142,7 +145,7 @@ ImageAugmenter::DecodedCrop ImageAugmenter::decode_jpeg_crop(std::span<const std
 void ImageAugmenter::augment_jpeg(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out) {
   bool flip = false;
   DecodedCrop crop = decode_jpeg_crop(encoded, rng, &flip);
-  resizer_.resize_to_rgb(crop.rgbx, crop.width, crop.height, crop.stride, options_.size, options_.size, flip, out);
+  resizer_.resize_to_rgb(crop.rgbx, crop.width, crop.height, crop.stride, size_, size_, flip, out);
 }
 
 void ImageAugmenter::augment_other(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out) {
@@ -164,7 +167,7 @@ void ImageAugmenter::augment_other(std::span<const std::byte> encoded, std::mt19
   CropBox box = choose_crop(image.cols, image.rows, rng);
   bool flip = draw_flip(rng);
   cv::Mat rgb = to_rgb8(image(cv::Rect(box.x, box.y, box.width, box.height)));
-  resize_into(rgb, options_.size, flip, out);
+  resize_into(rgb, size_, flip, out);
 }
 
 }  // namespace tensorcom::pipeline

@@ -26,7 +26,6 @@
 namespace tensorcom::pipeline {
 
 struct AugmentOptions {
-  int size = 224;                    // output height and width
   bool validation = false;           // resize the shorter side to size*256/224, centre crop
   RandomResizedCropOptions crop;     // training crop
   double flip_probability = 0.5;     // horizontal flip (training only)
@@ -47,17 +46,18 @@ class JpegRegionDecoder;
 
 class ImageAugmenter {
  public:
-  explicit ImageAugmenter(AugmentOptions options);
+  // Writes size x size images. Throws ArgumentError unless size > 0.
+  ImageAugmenter(AugmentOptions options, int size);
   ~ImageAugmenter();
   ImageAugmenter(ImageAugmenter&&) noexcept;
   ImageAugmenter& operator=(ImageAugmenter&&) noexcept;
 
-  // Decodes and transforms; writes size*size*3 bytes to out. extension is
-  // the sample's ("jpg", "png", ...). Throws SampleError.
-  void augment(std::span<const std::byte> encoded, std::string_view extension, std::mt19937_64& rng,
-               std::uint8_t* out);
+  // Decodes (the format is told by the bytes, not a name) and transforms;
+  // writes size*size*3 bytes to out. Throws SampleError.
+  void augment(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out);
 
   [[nodiscard]] const AugmentOptions& options() const noexcept { return options_; }
+  [[nodiscard]] int size() const noexcept { return size_; }
 
   // JPEGs decoded so far: how many were cut to their crop's restart
   // intervals, out of all of them (the rest were entropy-decoded from the top).
@@ -87,6 +87,7 @@ class ImageAugmenter {
   void check_pixels(std::uint64_t width, std::uint64_t height) const;
 
   AugmentOptions options_;
+  int size_;                         // output height and width
   int resize_to_;                    // validation: the shorter side before the centre crop
   std::unique_ptr<JpegRegionDecoder> jpeg_;  // reused from image to image
   std::vector<std::uint8_t> region_;         // the decoded crop box, reused between samples
@@ -94,6 +95,12 @@ class ImageAugmenter {
   std::vector<std::byte> slice_;             // the rows of a JPEG with restart markers that the box needs
   JpegCounts jpeg_counts_;
 };
+
+// Sets OpenCV's process-wide state for augmentation workers: no thread pool
+// of its own (one image per worker is the parallelism) and no log lines of
+// its own (bad images are counted and reported by the server). Call once,
+// before starting the workers.
+void configure_opencv_for_workers();
 
 // Whether bytes look like a JPEG (SOI marker), whatever the extension says.
 [[nodiscard]] bool looks_like_jpeg(std::span<const std::byte> bytes) noexcept;

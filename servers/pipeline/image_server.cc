@@ -5,33 +5,17 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
-#include <csignal>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <thread>
 
 #include "batch_assembler.h"
 #include "bounded_queue.h"
-#include "shard_reader.h"
 #include "skip_counter.h"
 #include "tensorcom/metadata.h"
 
 namespace tensorcom::pipeline {
 
-namespace fs = std::filesystem;
-
 namespace {
-
-std::atomic<bool> g_stop{false};
-
-extern "C" void request_stop(int) { g_stop = true; }
-
-bool has_image_extension(const fs::path& path) {
-  std::string ext = path.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".ppm";
-}
 
 std::string default_server_id() {
   char host[256] = "localhost";
@@ -63,23 +47,9 @@ Label label_of(const RawSample& sample, std::int32_t classes) {
   return {static_cast<std::int32_t>(value), {}, {}};
 }
 
-// The file's bytes; nothing (and its size in `size`) if it is larger than limit.
-std::optional<ByteBuffer> read_file(const std::string& path, std::uint64_t limit, std::uint64_t& size) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw IoError("cannot open '" + path + "'", errno);
-  size = static_cast<std::uint64_t>(in.tellg());
-  if (size > limit) return std::nullopt;
-  ByteBuffer out(static_cast<std::size_t>(size));
-  in.seekg(0);
-  if (!in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()))) {
-    throw IoError("cannot read '" + path + "'", errno);
-  }
-  return out;
-}
-
 class ImageServer {
  public:
-  ImageServer(const ImageServerOptions& options, const SampleSourceSpec& source)
+  ImageServer(const ImageServerOptions& options, SampleSource& source)
       : options_(options),
         source_(source),
         queue_(4 * static_cast<std::size_t>(std::max(options.workers, 1)) + options.format.batch_size),
@@ -97,7 +67,9 @@ class ImageServer {
     return std::max<std::size_t>(in_flight + static_cast<std::size_t>(o.connection.send_high_water_mark), 4);
   }
 
-  std::size_t unit_count() const { return source_.shards.empty() ? source_.images.size() : source_.shards.size(); }
+  bool stop_requested() const {
+    return stop_.load(std::memory_order_relaxed) || (options_.should_stop && options_.should_stop());
+  }
 
   void read_all();
   bool read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer);
@@ -109,7 +81,7 @@ class ImageServer {
   void summary(double seconds) const;
 
   const ImageServerOptions& options_;
-  const SampleSourceSpec& source_;
+  SampleSource& source_;
   BoundedQueue<RawSample> queue_;
   BatchAssembler assembler_;
   SkipCounter skips_;
@@ -120,6 +92,7 @@ class ImageServer {
   std::atomic<std::uint64_t> jpegs_sliced_{0};  // added by each worker as it ends
   std::atomic<std::uint64_t> jpegs_total_{0};
   std::atomic<bool> failed_{false};  // the data held nothing to serve
+  std::atomic<bool> stop_{false};    // should_stop said so (set by the watcher)
   std::uint64_t samples_sent_ = 0;
   std::uint64_t batches_sent_ = 0;
 };
@@ -128,7 +101,7 @@ void ImageServer::read_all() {
   for (std::uint64_t epoch = 0; options_.epochs == 0 || epoch < options_.epochs; ++epoch) {
     const std::uint64_t epoch_start = sequence_;
     ShuffleBuffer<RawSample> buffer(options_.shuffle_buffer, seeded_rng({options_.order.seed, epoch, 3}));
-    for (std::size_t unit : epoch_units(unit_count(), epoch, options_.order)) {
+    for (std::size_t unit : epoch_units(source_.units(), epoch, options_.order)) {
       if (!read_unit(unit, buffer)) return;
     }
     // An epoch ends with all of its samples out: none is carried over.
@@ -145,45 +118,17 @@ void ImageServer::read_all() {
 }
 
 bool ImageServer::read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer) {
+  bool stopped = false;
   auto pass_on = [&](RawSample sample) {
     auto out = buffer.add(std::move(sample));
-    return !out || emit(std::move(*out));
+    stopped = stop_requested() || (out && !emit(std::move(*out)));
+    return !stopped;
   };
-  if (source_.shards.empty()) {
-    const FolderImage& image = source_.images[unit];
-    RawSample sample;
-    sample.key = image.path;
-    sample.shard = image.path;
-    sample.known_label = image.label;
-    try {
-      std::uint64_t size = 0;
-      if (auto bytes = read_file(image.path, options_.max_image_bytes, size)) {
-        sample.image = std::move(*bytes);
-        sample.image_extension = fs::path(image.path).extension().string().substr(1);
-      } else {
-        sample.oversized_image = size;
-      }
-    } catch (const IoError& e) {
-      skips_.skip("unreadable file", image.path, image.path, e.what());
-      return !g_stop;
-    }
-    return pass_on(std::move(sample));
-  }
-  const std::string& shard = source_.shards[unit];
-  try {
-    ShardReader reader(shard, ShardReaderOptions{.max_member_bytes = options_.max_image_bytes});
-    while (auto sample = reader.next()) {
-      if (g_stop || !pass_on(std::move(*sample))) return false;
-    }
-    if (reader.error()) {
-      ++shard_errors_;
-      std::cerr << options_.program << ": shard " << shard << " ended early: " << *reader.error() << '\n';
-    }
-  } catch (const IoError& e) {
+  if (std::optional<std::string> problem = source_.read(unit, pass_on)) {
     ++shard_errors_;
-    std::cerr << options_.program << ": skipping shard: " << e.what() << '\n';
+    std::cerr << options_.program << ": " << *problem << '\n';
   }
-  return !g_stop;
+  return !stopped && !stop_requested();
 }
 
 bool ImageServer::emit(RawSample sample) {
@@ -192,9 +137,13 @@ bool ImageServer::emit(RawSample sample) {
 }
 
 void ImageServer::work() {
-  ImageAugmenter augmenter(options_.augment);
+  ImageAugmenter augmenter(options_.augment, options_.format.size);
   std::vector<std::uint8_t> scratch(assembler_.format().direct() ? 0 : assembler_.format().image_bytes());
   while (auto sample = queue_.pop()) {
+    if (sample->unreadable) {
+      skips_.skip("unreadable file", sample->key, sample->shard, *sample->unreadable);
+      continue;
+    }
     if (sample->oversized_image) {
       skips_.skip("too large", sample->key, sample->shard,
                   "image of " + std::to_string(sample->oversized_image) + " bytes; the limit is " +
@@ -206,15 +155,15 @@ void ImageServer::work() {
       skips_.skip(label.problem, sample->key, sample->shard, label.detail);
       continue;
     }
-    if (sample->image.empty()) {
-      skips_.skip(sample->image_extension.empty() ? "no image" : "empty", sample->key, sample->shard, "");
+    if (!sample->image || sample->image->empty()) {
+      skips_.skip(sample->image ? "empty" : "no image", sample->key, sample->shard, "");
       continue;
     }
     auto slot = assembler_.acquire();
     if (!slot) break;  // cancelled
     auto rng = seeded_rng({options_.order.seed, sample->sequence, 2});
     try {
-      augmenter.augment(sample->image, sample->image_extension, rng, slot->direct ? slot->direct : scratch.data());
+      augmenter.augment(*sample->image, rng, slot->direct ? slot->direct : scratch.data());
       assembler_.commit(*slot, scratch.data(), label.value, std::move(sample->key), std::move(sample->shard));
     } catch (const SampleError& e) {
       assembler_.abandon(*slot);
@@ -233,7 +182,7 @@ bool ImageServer::send(const TensorList& batch) {
     connection_.send(batch);
     return true;
   } catch (const TransportError& e) {
-    if (e.code() == EINTR && g_stop) return false;
+    if (e.code() == EINTR && stop_requested()) return false;
     throw;
   }
 }
@@ -271,7 +220,7 @@ void ImageServer::summary(double seconds) const {
 }
 
 int ImageServer::run() {
-  std::cout << options_.program << ": " << unit_count() << (source_.shards.empty() ? " images" : " shards")
+  std::cout << options_.program << ": " << source_.units() << " " << source_.unit_name()
             << ", " << options_.workers << " workers, batches of " << options_.format.batch_size << " on "
             << connection_.describe();
   for (const std::string& bound : connection_.bound_addresses()) std::cout << " [bound " << bound << "]";
@@ -292,8 +241,11 @@ int ImageServer::run() {
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     // Signals cannot wake condition variables: look for them here.
-    while (!done && !g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (g_stop) {
+    while (!done && !stop_requested()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!done) {
+      stop_ = true;
       queue_.close();
       assembler_.cancel();
     }
@@ -318,31 +270,10 @@ int ImageServer::run() {
 
 }  // namespace
 
-std::vector<FolderImage> list_image_folder(const std::string& dir) {
-  std::vector<std::string> classes;
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator(dir, error)) {
-    if (entry.is_directory()) classes.push_back(entry.path().filename().string());
-  }
-  if (error) throw IoError("cannot list '" + dir + "'", error.value());
-  std::sort(classes.begin(), classes.end());
-  std::vector<FolderImage> images;
-  for (std::size_t label = 0; label < classes.size(); ++label) {
-    std::vector<std::string> files;
-    for (const auto& entry : fs::directory_iterator(fs::path(dir) / classes[label])) {
-      if (entry.is_regular_file() && has_image_extension(entry.path())) files.push_back(entry.path().string());
-    }
-    std::sort(files.begin(), files.end());
-    for (std::string& file : files) images.push_back({std::move(file), static_cast<std::int32_t>(label)});
-  }
-  if (images.empty()) throw IoError("no images under '" + dir + "' (expected DIR/CLASS/*.jpg)", ENOENT);
-  return images;
-}
-
-int run_image_server(const ImageServerOptions& options, const SampleSourceSpec& source) {
-  if (source.shards.empty() && source.images.empty()) throw ArgumentError("nothing to serve: no shards or images");
-  std::signal(SIGINT, request_stop);
-  std::signal(SIGTERM, request_stop);
+int run_image_server(const ImageServerOptions& options, SampleSource& source) {
+  if (source.units() == 0) throw ArgumentError(std::string("nothing to serve: no ") + source.unit_name());
+  if (options.addresses.empty()) throw ArgumentError("nothing to serve on: no address");
+  configure_opencv_for_workers();
   ImageServer server(options, source);
   return server.run();
 }

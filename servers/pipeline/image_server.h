@@ -5,31 +5,21 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "batch_format.h"
 #include "image_augmenter.h"
 #include "sample_order.h"
+#include "sample_source.h"
 #include "tensorcom/connection.h"
 
 namespace tensorcom::pipeline {
 
-// One image of an ImageFolder tree.
-struct FolderImage {
-  std::string path;
-  std::int32_t label = 0;
-};
-
-// Where samples come from: webdataset shards, or the files of a folder tree.
-struct SampleSourceSpec {
-  std::vector<std::string> shards;   // brace-expanded shard names
-  std::vector<FolderImage> images;   // or these
-};
-
 struct ImageServerOptions {
   std::string program = "serve-imagenet";   // prefix of every line it prints
-  std::vector<std::string> addresses{"zpub://127.0.0.1:7880"};
+  std::vector<std::string> addresses;       // URLs to serve on (brace-expanded); at least one
   BatchFormat format;
   AugmentOptions augment;
   OrderOptions order;
@@ -42,14 +32,15 @@ struct ImageServerOptions {
   std::size_t max_batches = 0;        // batch buffers in memory (0: 2 + 2 x workers / batch, at least 4)
   std::string server_id;              // in metadata; hostname:pid when empty
   ConnectionOptions connection;
+  // Polled (every 50 ms and between samples): true ends serving early, with
+  // a summary. Empty: serve until the epochs are done.
+  std::function<bool()> should_stop;
 };
 
-// Lists DIR/CLASS/* images; labels are the indices of CLASS in sorted order.
-// Throws IoError if dir cannot be read or holds no images.
-[[nodiscard]] std::vector<FolderImage> list_image_folder(const std::string& dir);
-
-// Serves until the epochs are done or SIGINT/SIGTERM; prints report lines and
-// a summary to stdout. Returns the exit status.
-int run_image_server(const ImageServerOptions& options, const SampleSourceSpec& source);
+// Serves source's samples until the epochs are done or should_stop; prints
+// report lines and a summary to stdout. Returns the exit status: 1 if an
+// epoch found no sample to serve, else 0. Throws ArgumentError for options
+// or a source that cannot serve, TransportError from the connection.
+int run_image_server(const ImageServerOptions& options, SampleSource& source);
 
 }  // namespace tensorcom::pipeline

@@ -7,40 +7,15 @@
 #include <algorithm>
 
 #include <jerror.h>
-#include <jpeglib.h>
 
 #include "image_augmenter.h"
+#include "libjpeg_errors.h"
 
 namespace tensorcom::pipeline {
 
-namespace {
-
-struct ErrorManager {
-  jpeg_error_mgr pub;  // first: libjpeg sees only this part
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-[[noreturn]] void jump_with_message(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
-
-void on_error_exit(j_common_ptr cinfo) { jump_with_message(cinfo); }
-
-// Warnings are level -1. A premature end of data is a truncated file, which
-// libjpeg would pad with grey: refuse it. Other warnings (extraneous bytes
-// before a marker, say) leave a usable image, as in PIL.
-void on_emit_message(j_common_ptr cinfo, int level) {
-  if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) jump_with_message(cinfo);
-}
-
-}  // namespace
-
 struct JpegRegionDecoder::State {
   jpeg_decompress_struct cinfo{};
-  ErrorManager err{};
+  formats::LibjpegErrors err{};
 };
 
 namespace {
@@ -92,16 +67,16 @@ bool has_end_of_image(const unsigned char* scan, std::size_t size) {
 }  // namespace
 
 JpegRegionDecoder::JpegRegionDecoder() : state_(std::make_unique<State>()) {
-  state_->cinfo.err = jpeg_std_error(&state_->err.pub);
-  state_->err.pub.error_exit = on_error_exit;
-  state_->err.pub.emit_message = on_emit_message;
+  formats::use_libjpeg_errors(reinterpret_cast<j_common_ptr>(&state_->cinfo), state_->err);
   jpeg_create_decompress(&state_->cinfo);
+  formats::limit_scans(&state_->cinfo, state_->err);
 }
 
 JpegRegionDecoder::~JpegRegionDecoder() { jpeg_destroy_decompress(&state_->cinfo); }
 
 JpegInfo JpegRegionDecoder::read_header(std::span<const std::byte> jpeg) {
   jpeg_abort_decompress(&state_->cinfo);  // forget the previous image
+  state_->err.too_many_scans = false;
   const auto* data = reinterpret_cast<const unsigned char*>(jpeg.data());
   if (!read_header_protected(state_.get(), data, static_cast<unsigned long>(jpeg.size()))) {
     throw SampleError("undecodable", std::string("JPEG header: ") + state_->err.message);
@@ -149,8 +124,10 @@ JpegRegion JpegRegionDecoder::decode(int x, int y, int w, int h, int scale_num,
   buffer.resize(stride * (y1 - y0));
   JDIMENSION strip_x = x0, strip_width = x1 - x0;  // widened by libjpeg to whole iMCUs
   if (!decode_rows_protected(state_.get(), buffer.data(), stride, &strip_x, &strip_width, y0, y1 - y0)) {
-    bool truncated = state_->err.pub.msg_code == JWRN_JPEG_EOF;
-    throw SampleError(truncated ? "truncated" : "undecodable", std::string("JPEG: ") + state_->err.message);
+    const char* reason = state_->err.too_many_scans                   ? "too many scans"
+                         : state_->err.pub.msg_code == JWRN_JPEG_EOF ? "truncated"
+                                                                     : "undecodable";
+    throw SampleError(reason, std::string("JPEG: ") + state_->err.message);
   }
   return JpegRegion{buffer.data() + static_cast<std::size_t>(x0 - strip_x) * channels, static_cast<int>(x1 - x0),
                     static_cast<int>(y1 - y0), stride, info_.cmyk};

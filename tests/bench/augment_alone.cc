@@ -28,8 +28,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: augment-alone [--decode-only] SHARD.tar... (no JPEGs found)\n");
     return 1;
   }
-  ImageAugmenter augmenter(AugmentOptions{});
-  std::vector<std::uint8_t> out(static_cast<std::size_t>(augmenter.options().size) * augmenter.options().size * 3);
+  ImageAugmenter augmenter(AugmentOptions{}, 224);
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(augmenter.size()) * augmenter.size() * 3);
   std::size_t failures = 0;
   auto start = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < jpegs.size(); ++i) {
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
         bool flip = false;
         (void)augmenter.decode_jpeg_crop(jpegs[i], rng, &flip);
       } else {
-        augmenter.augment(jpegs[i], "jpg", rng, out.data());
+        augmenter.augment(jpegs[i], rng, out.data());
       }
     } catch (const SampleError&) {
       ++failures;

@@ -20,10 +20,9 @@ constexpr int kSize = 24;
 ImageAugmenter& augmenter(bool validation) {
   auto make = [](bool val) {
     AugmentOptions options;
-    options.size = kSize;
     options.validation = val;
     options.max_pixels = 1 << 22;  // well under the fuzzer's memory limit
-    return ImageAugmenter(options);
+    return ImageAugmenter(options, kSize);
   };
   static ImageAugmenter train = make(false), val = make(true);
   return validation ? val : train;
@@ -39,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::mt19937_64 rng(seed);
   std::vector<std::uint8_t> out(kSize * kSize * 3 + 1, 0xa5);
   try {
-    augmenter(seed & 1).augment(image, "jpg", rng, out.data());
+    augmenter(seed & 1).augment(image, rng, out.data());
   } catch (const SampleError&) {
   }
   if (out.back() != 0xa5) __builtin_trap();  // wrote past the image

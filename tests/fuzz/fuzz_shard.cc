@@ -10,10 +10,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "shard_reader.h"
 #include "tensorcom/error.h"
+#include "tensorcom/formats/shard_reader.h"
 
-using namespace tensorcom::pipeline;
+using namespace tensorcom::formats;
 
 namespace {
 
@@ -46,11 +46,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     ShardReader reader(file.path(), options);
     while (auto sample = reader.next()) {
-      // Members over the limit are passed over, never cut short, and an
-      // image always comes with its extension.
-      const std::size_t limit = options.max_member_bytes;
-      if (sample->image.size() > limit || (sample->label && sample->label->size() > limit)) std::abort();
-      if (!sample->image.empty() && sample->image_extension.empty()) std::abort();
+      // Members over the limit are listed unread, never cut short; every
+      // member has a key and an extension, as webdataset splits names.
+      if (sample->key.empty() || sample->members.empty()) std::abort();
+      for (const ShardMember& member : sample->members) {
+        if (member.extension.empty()) std::abort();
+        if (member.oversized ? (!member.data.empty() || member.size <= options.max_member_bytes)
+                             : member.data.size() != member.size) {
+          std::abort();
+        }
+      }
     }
   } catch (const tensorcom::Error&) {
     // An unreadable shard is refused with a message: fine.

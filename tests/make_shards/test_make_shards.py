@@ -231,12 +231,13 @@ def test_image_folder(tmp_path):
     png = cv2.imencode(".png", decode(jpegs[3]))[1].tobytes()
     write(root / "Mango" / "p.PNG", png)
     write(root / "Mango" / "notes.txt", b"not an image")
-    write(root / "Mango" / ".hidden.jpg", jpegs[4])
+    write(root / "Mango" / ".hidden.jpg", jpegs[4])  # included, as torchvision's ImageFolder does
     write(root / "apple" / "a.jpeg", jpegs[5])
     make_shards(root, "-o", tmp_path / "out" / "%d.tar")
     samples = read_all(tmp_path / "out")
     got = [(key, sorted(members), int(members["cls"])) for key, members in samples]
     assert got == [
+        ("Mango/_hidden", ["cls", "jpg"], 0),
         ("Mango/p", ["cls", "png"], 0),
         ("apple/a", ["cls", "jpg"], 1),
         ("apple/x", ["cls", "jpg"], 1),
@@ -244,7 +245,7 @@ def test_image_folder(tmp_path):
         ("zebra/img_1", ["cls", "jpg"], 2),
     ]
     images = {key: members.get("jpg", members.get("png")) for key, members in samples}
-    assert images == {"Mango/p": png, "apple/a": jpegs[5], "apple/x": jpegs[2], "zebra/b": jpegs[1],
+    assert images == {"Mango/_hidden": jpegs[4], "Mango/p": png, "apple/a": jpegs[5], "apple/x": jpegs[2], "zebra/b": jpegs[1],
                       "zebra/img_1": jpegs[0]}
 
 

@@ -43,10 +43,10 @@ cv::Point2d bright_centroid(const cv::Mat& rgb) {
 }
 
 cv::Mat run(ImageAugmenter& augmenter, const std::vector<std::byte>& bytes, std::uint64_t seed = 1) {
-  int size = augmenter.options().size;
+  int size = augmenter.size();
   cv::Mat out(size, size, CV_8UC3);
   auto rng = std::mt19937_64(seed);
-  augmenter.augment(bytes, "jpg", rng, out.data);
+  augmenter.augment(bytes, rng, out.data);
   return out;
 }
 
@@ -69,9 +69,9 @@ std::vector<std::byte> cmyk_jpeg(int width, int height, std::uint8_t c, std::uin
 
 TEST_CASE("colours of every kind of input come out RGB") {
   AugmentOptions options;
-  options.size = 32;
+  const int size = 32;
   options.validation = true;
-  ImageAugmenter augmenter(options);
+  ImageAugmenter augmenter(options, size);
   cv::Mat red(120, 160, CV_8UC3, cv::Scalar(20, 30, 220));  // BGR: mostly red
 
   auto check_red = [&](const cv::Mat& out) {
@@ -118,10 +118,9 @@ TEST_CASE("the region decoder crops what a full decode would") {
       CAPTURE(validation);
       CAPTURE(size);
       AugmentOptions options;
-      options.size = size;
       options.validation = validation;
       options.flip_probability = 0;  // compare crops only
-      ImageAugmenter augmenter(options);
+      ImageAugmenter augmenter(options, size);
       for (std::uint64_t seed = 1; seed <= 5; ++seed) {
         CAPTURE(seed);
         cv::Mat fast = run(augmenter, jpeg, seed);
@@ -150,8 +149,8 @@ TEST_CASE("the region decoder crops what a full decode would") {
 
 TEST_CASE("training transform") {
   AugmentOptions options;
-  options.size = 48;
-  ImageAugmenter augmenter(options);
+  const int size = 48;
+  ImageAugmenter augmenter(options, size);
   auto jpeg = encode(picture(300, 200), ".jpg");
   SUBCASE("the same seed gives the same image, another seed another") {
     cv::Mat a = run(augmenter, jpeg, 11), b = run(augmenter, jpeg, 11), c = run(augmenter, jpeg, 12);
@@ -160,9 +159,9 @@ TEST_CASE("training transform") {
   }
   SUBCASE("flipping mirrors the image") {
     options.flip_probability = 1.0;
-    ImageAugmenter always(options);
+    ImageAugmenter always(options, size);
     options.flip_probability = 0.0;
-    ImageAugmenter never(options);
+    ImageAugmenter never(options, size);
     cv::Mat flipped = run(always, jpeg, 5), plain = run(never, jpeg, 5), mirrored;
     cv::flip(plain, mirrored, 1);
     CHECK(cv::norm(flipped, mirrored, cv::NORM_L1) == 0);
@@ -175,8 +174,8 @@ TEST_CASE("training transform") {
 
 TEST_CASE("bad images are refused with a reason") {
   AugmentOptions options;
-  options.size = 32;
-  ImageAugmenter augmenter(options);
+  const int size = 32;
+  ImageAugmenter augmenter(options, size);
   auto jpeg = encode(picture(200, 150), ".jpg");
   auto reason = [&](const std::vector<std::byte>& bytes) -> std::string {
     try {
@@ -229,10 +228,10 @@ TEST_CASE("bad images are refused with a reason") {
   }
   SUBCASE("too many pixels") {
     options.max_pixels = 1000;
-    ImageAugmenter strict(options);
+    ImageAugmenter strict(options, size);
     cv::Mat out(32, 32, CV_8UC3);
     auto rng = std::mt19937_64(1);
-    CHECK_THROWS_WITH_AS(strict.augment(jpeg, "jpg", rng, out.data), doctest::Contains("200x150"), SampleError);
+    CHECK_THROWS_WITH_AS(strict.augment(jpeg, rng, out.data), doctest::Contains("200x150"), SampleError);
   }
   SUBCASE("a PPM whose declared size overflows 64 bits is still too many pixels") {
     const std::string ppm = "P6 4294967296 4294967296 255\n";  // 2^32 x 2^32 wraps to 0
@@ -248,7 +247,7 @@ TEST_CASE("bad images are refused with a reason") {
     std::memcpy(png.data() + 16, huge, sizeof huge);
     auto rng = std::mt19937_64(1);
     cv::Mat out(32, 32, CV_8UC3);
-    CHECK_THROWS_WITH_AS(augmenter.augment(png, "png", rng, out.data), doctest::Contains("40000x40000"), SampleError);
+    CHECK_THROWS_WITH_AS(augmenter.augment(png, rng, out.data), doctest::Contains("40000x40000"), SampleError);
   }
   SUBCASE("the decoder recovers after a bad image") {
     auto cut = jpeg;

@@ -3,7 +3,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <iostream>
 
 #include "json.h"
@@ -17,21 +16,6 @@ namespace {
 // Longest --timeout accepted: a day, so that the milliseconds fit anywhere.
 constexpr double kMaxTimeoutSeconds = 86400;
 
-volatile std::sig_atomic_t g_stop_signal = 0;
-
-void on_stop_signal(int signal) { g_stop_signal = signal; }
-
-// Without SA_RESTART, so that a wait in recv() returns with EINTR; with
-// SA_RESETHAND, so that a second signal ends a process stuck elsewhere.
-void install_stop_handlers() {
-  struct sigaction action {};
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESETHAND;
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-}
-
 ConnectionOptions connection_options() {
   ConnectionOptions options;
   options.timeout = std::nullopt;  // BatchSource handles silence itself
@@ -40,7 +24,7 @@ ConnectionOptions connection_options() {
 }
 
 std::vector<std::string> urls_or_default(const std::vector<std::string>& urls) {
-  return urls.empty() ? std::vector<std::string>{kDefaultUrl} : urls;
+  return urls.empty() ? std::vector<std::string>{programs::kDefaultReceiveUrl} : urls;
 }
 
 }  // namespace
@@ -72,18 +56,18 @@ std::optional<po::variables_map> parse_command_line(int argc, char** argv, const
 
 BatchSource::BatchSource(std::string tool, const SourceOptions& options)
     : tool_(std::move(tool)), options_(options), connection_(urls_or_default(options.urls), connection_options()) {
-  install_stop_handlers();
+  programs::install_stop_handlers();
 }
 
 std::optional<TensorList> BatchSource::next() {
   const auto timeout = std::chrono::round<Milliseconds>(std::chrono::duration<double>(options_.timeout_s));
   double silent_s = 0;
-  while (!g_stop_signal) {
+  while (!programs::stop_requested()) {
     std::optional<TensorList> batch;
     try {
       batch = connection_.recv(timeout);
     } catch (const TransportError& e) {
-      if (e.code() == EINTR && g_stop_signal) break;
+      if (e.code() == EINTR && programs::stop_requested()) break;
       throw;
     }
     if (batch) return batch;
@@ -101,7 +85,7 @@ std::optional<TensorList> BatchSource::next() {
 int BatchSource::exit_status() const noexcept {
   switch (end_) {
     case SourceEnd::kSilent: return kExitSilent;
-    case SourceEnd::kInterrupted: return kExitInterrupted;
+    case SourceEnd::kInterrupted: return programs::kExitInterrupted;
     case SourceEnd::kNotEnded: break;
   }
   return 0;

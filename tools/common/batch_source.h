@@ -12,18 +12,16 @@
 #include <vector>
 
 #include "tensorcom/connection.h"
+#include "tensorcom/programs/program.h"
 
 namespace tensorcom::tools {
 
-// Where the reference's tools listen when given no URL.
-inline constexpr const char* kDefaultUrl = "zsub://127.0.0.1:7880";
-
-// Exit statuses beyond tool_main's 0, 1 and 2 (usage).
-inline constexpr int kExitSilent = 2;       // --timeout-exit and no batch within the timeout
-inline constexpr int kExitInterrupted = 130;  // SIGINT or SIGTERM, as a shell reports it
+// Exit status for --timeout-exit and no batch within the timeout (the
+// frame's kExitInterrupted is the status for a stop signal).
+inline constexpr int kExitSilent = 2;
 
 struct SourceOptions {
-  std::vector<std::string> urls;  // patterns, brace-expanded by Connection; empty: kDefaultUrl
+  std::vector<std::string> urls;  // patterns, brace-expanded by Connection; empty: programs::kDefaultReceiveUrl
   double timeout_s = 10;          // silence, in seconds, before saying so
   bool timeout_exit = false;      // give up after one silence instead of waiting on
 };
@@ -48,13 +46,12 @@ enum class SourceEnd {
 };
 
 // Receives batches, saying on stderr "TOOL: no batch within T s from URLS
-// (still waiting)" after every timeout of silence. Installs SIGINT and
-// SIGTERM handlers that make next() return nothing, so tools can report what
-// they have; a second signal acts as if no handler were installed.
-// One BatchSource per process (the handlers are global).
+// (still waiting)" after every timeout of silence. Installs the frame's stop
+// handlers (programs::install_stop_handlers): a stop signal makes next()
+// return nothing, so tools can report what they have.
 class BatchSource {
  public:
-  // Connects to the URLs (kDefaultUrl when none).
+  // Connects to the URLs (programs::kDefaultReceiveUrl when none).
   // Throws: UrlError for a bad URL, TransportError if ZeroMQ refuses one.
   BatchSource(std::string tool, const SourceOptions& options);
 
@@ -64,7 +61,7 @@ class BatchSource {
   [[nodiscard]] std::optional<TensorList> next();
 
   [[nodiscard]] SourceEnd end() const noexcept { return end_; }
-  // Returns: the exit status for end(): 0, kExitSilent or kExitInterrupted.
+  // Returns: the exit status for end(): 0, kExitSilent or programs::kExitInterrupted.
   [[nodiscard]] int exit_status() const noexcept;
 
   [[nodiscard]] const Statistics& stats() const noexcept { return connection_.stats(); }

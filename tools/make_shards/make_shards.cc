@@ -21,23 +21,26 @@
 #include "ordered_jobs.h"
 #include "samples.h"
 #include "restart_markers.h"
-#include "shard_samples.h"
-#include "shard_writer.h"
 #include "synthetic_image.h"
-#include "tar_encoder.h"
 #include "tensorcom/brace.h"
 #include "tensorcom/error.h"
-#include "tool_main.h"
+#include "tensorcom/formats/shard_reader.h"
+#include "tensorcom/formats/shard_writer.h"
+#include "tensorcom/formats/tar_encoder.h"
+#include "tensorcom/formats/webdataset.h"
+#include "tensorcom/programs/program.h"
 
 namespace po = boost::program_options;
 using namespace make_shards;
+using namespace tensorcom;
+using namespace tensorcom::formats;
 
 namespace {
 
 constexpr const char* kCaption =
     "usage: make-shards [options] DIR | --list FILE | --synthetic N | --from-shards PATTERN\n"
-    "Packs an ImageFolder tree (DIR/CLASS/*.{jpg,jpeg,png,ppm}; label = index of CLASS\n"
-    "in sorted order), a list of 'PATH LABEL' lines, or N synthetic JPEGs into webdataset\n"
+    "Packs an ImageFolder tree (DIR/CLASS/.../*.{jpg,jpeg,png,ppm,bmp,pgm,tif,tiff,webp};\n"
+    "label = index of CLASS in sorted order, as torchvision's ImageFolder), a list of 'PATH LABEL' lines, or N synthetic JPEGs into webdataset\n"
     "shards: members KEY.EXT (the image bytes) and KEY.cls (the label). --from-shards\n"
     "re-packs existing webdataset shards, every member kept (with --restart-markers,\n"
     "JPEGs rewritten)";
@@ -69,6 +72,8 @@ po::options_description make_options() {
       ("min-side", po::value<int>()->default_value(160), "synthetic: smallest image width or height")
       ("max-side", po::value<int>()->default_value(480), "synthetic: largest image width or height")
       ("quality", po::value<int>()->default_value(90), "synthetic: JPEG quality (1-100)")
+      ("max-member-bytes", po::value<std::uint64_t>()->default_value(std::uint64_t{256} << 20),
+       "--from-shards: a sample with a member larger than this is left out, with a warning (as servers skip it)")
       ("restart-markers", po::bool_switch(),
        "rewrite JPEGs losslessly with a restart marker after every MCU (as jpegtran -restart 1B -optimize): "
        "servers then entropy-decode only what their crops need; same pixels, files a few percent larger");
@@ -151,14 +156,14 @@ void check_inputs(const po::variables_map& vars) {
 }
 
 // The image bytes of a sample, read or generated.
-[[nodiscard]] Bytes image_bytes(const Sample& sample, const SyntheticImageOptions& synthetic) {
-  return sample.file.empty() ? synthetic_jpeg(sample.index, sample.label, synthetic) : read_file(sample.file);
+[[nodiscard]] ByteBuffer image_bytes(const Sample& sample, const SyntheticImageOptions& synthetic) {
+  return sample.file.empty() ? synthetic_jpeg(sample.index, sample.label, synthetic) : read_file(sample.file).bytes;
 }
 
 // With --restart-markers, a JPEG is rewritten; one libjpeg cannot read is
 // packed as it was (the servers will skip and count it). Returns why it was
 // left as it was, if it was.
-std::optional<std::string> add_restart_markers(Bytes& image) {
+std::optional<std::string> add_restart_markers(ByteBuffer& image) {
   try {
     image = with_restart_markers(image);
     return std::nullopt;
@@ -173,9 +178,8 @@ void report_unchanged(const std::string& what, const std::string& why, std::uint
   ++count;
 }
 
-bool is_jpeg_member(const std::string& name) {
-  std::string ext = name.substr(name.rfind('.') + 1);
-  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+bool is_jpeg_member(const ShardMember& member) {
+  std::string_view ext = member.extension.substr(member.extension.rfind('.') + 1);
   return ext == "jpg" || ext == "jpeg";
 }
 
@@ -183,6 +187,7 @@ bool is_jpeg_member(const std::string& name) {
 struct RepackCounts {
   std::uint64_t unreadable_jpegs = 0;
   std::uint64_t skipped_members = 0;
+  std::uint64_t oversized_samples = 0;
   std::uint64_t damaged_shards = 0;
 };
 
@@ -197,41 +202,63 @@ struct RepackItem {
 // shard is reported and ends there, and the next one is opened.
 class ShardSequence {
  public:
-  explicit ShardSequence(const std::string& pattern) : paths_(tensorcom::brace_expand(pattern)) {}
+  ShardSequence(const std::string& pattern, std::uint64_t max_member_bytes)
+      : paths_(tensorcom::brace_expand(pattern)) {
+    options_.max_member_bytes = max_member_bytes;
+  }
 
   std::optional<RepackItem> next() {
     for (;;) {
       if (shard_) {
-        if (auto sample = shard_->next()) return RepackItem{paths_[at_ - 1], std::move(*sample), {}};
+        if (auto sample = shard_->next()) {
+          if (!has_oversized_member(*sample)) return RepackItem{shard_->shard(), std::move(sample->members), {}};
+          continue;
+        }
         close_shard();
       }
       if (at_ == paths_.size()) return std::nullopt;
-      shard_.emplace(paths_[at_++]);
+      shard_.emplace(paths_[at_++], options_);
     }
   }
   [[nodiscard]] const RepackCounts& counts() const noexcept { return counts_; }
 
  private:
+  // A member over the limit cannot be copied: its sample is left out whole,
+  // with a warning naming it, rather than packed without it.
+  bool has_oversized_member(const ShardSample& sample) {
+    for (const ShardMember& member : sample.members) {
+      if (!member.oversized) continue;
+      std::cerr << "make-shards: " << shard_->shard() << ": sample " << sample.key << " left out: member "
+                << member.name << " has " << member.size << " bytes; the limit is " << options_.max_member_bytes
+                << " (--max-member-bytes)\n";
+      ++counts_.oversized_samples;
+      return true;
+    }
+    return false;
+  }
+
   void close_shard() {
-    counts_.skipped_members += shard_->skipped_members();
+    counts_.skipped_members += shard_->keyless_members();
     if (shard_->error()) {
       ++counts_.damaged_shards;
-      std::cerr << "make-shards: shard ended early, samples after the damage lost: " << *shard_->error() << '\n';
+      std::cerr << "make-shards: shard ended early, samples after the damage lost: " << shard_->shard() << ": "
+                << *shard_->error() << '\n';
     }
     shard_.reset();
   }
 
   std::vector<std::string> paths_;
   std::size_t at_ = 0;
-  std::optional<ShardSamples> shard_;
+  ShardReaderOptions options_;
+  std::optional<ShardReader> shard_;
   RepackCounts counts_;
 };
 
 // --from-shards: every sample of every shard, in order, members unchanged
 // but for JPEGs given restart markers when asked (on `jobs` threads).
-RepackCounts repack_shards(const std::string& pattern, bool restart_markers, unsigned jobs, TarEncoder& encoder,
-                           ShardWriter& writer) {
-  ShardSequence shards(pattern);
+RepackCounts repack_shards(const std::string& pattern, std::uint64_t max_member_bytes, bool restart_markers,
+                           unsigned jobs, TarEncoder& encoder, ShardWriter& writer) {
+  ShardSequence shards(pattern, max_member_bytes);
   std::uint64_t unreadable_jpegs = 0;
   run_in_order<RepackItem>(
       jobs, [&] { return shards.next(); },
@@ -239,7 +266,7 @@ RepackCounts repack_shards(const std::string& pattern, bool restart_markers, uns
         item.unchanged.resize(item.members.size());
         if (!restart_markers) return;
         for (std::size_t i = 0; i < item.members.size(); ++i) {
-          if (is_jpeg_member(item.members[i].name)) item.unchanged[i] = add_restart_markers(item.members[i].data);
+          if (is_jpeg_member(item.members[i])) item.unchanged[i] = add_restart_markers(item.members[i].data);
         }
       },
       [&](const RepackItem& item) {
@@ -276,9 +303,9 @@ int run(int argc, char** argv) {
   po::variables_map vars;
   po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vars);
   po::notify(vars);
-  if (vars.count("help")) return print_usage(options, true);
+  if (vars.count("help")) return programs::print_usage(options, true);
   if (!vars.count("dir") && !vars.count("list") && !vars.count("synthetic") && !vars.count("from-shards")) {
-    return print_usage(options, false);
+    return programs::print_usage(options, false);
   }
 
   // Everything that can be refused is checked before the first shard exists,
@@ -292,10 +319,12 @@ int run(int argc, char** argv) {
   const bool restart_markers = vars["restart-markers"].as<bool>();
   const unsigned jobs = job_count(vars);
   if (vars.count("from-shards")) {
-    RepackCounts counts = repack_shards(vars["from-shards"].as<std::string>(), restart_markers, jobs, encoder, writer);
+    RepackCounts counts = repack_shards(vars["from-shards"].as<std::string>(), vars["max-member-bytes"].as<std::uint64_t>(),
+                                        restart_markers, jobs, encoder, writer);
     print_summary(writer.finish());
     if (counts.unreadable_jpegs) std::cout << "JPEGs packed without restart markers (unreadable): " << counts.unreadable_jpegs << '\n';
     if (counts.skipped_members) std::cout << "members passed over (not files, or no key): " << counts.skipped_members << '\n';
+    if (counts.oversized_samples) std::cout << "samples left out (a member over --max-member-bytes): " << counts.oversized_samples << '\n';
     if (counts.damaged_shards) std::cout << "input shards that ended early: " << counts.damaged_shards << '\n';
     return counts.damaged_shards ? 1 : 0;
   }
@@ -304,7 +333,7 @@ int run(int argc, char** argv) {
   std::uint64_t unreadable_jpegs = 0;
   struct Item {
     const Sample* sample;
-    Bytes image;
+    ByteBuffer image;
     std::optional<std::string> unchanged;  // why it kept no restart markers
   };
   std::size_t next = 0;
@@ -324,7 +353,7 @@ int run(int argc, char** argv) {
         std::string label = std::to_string(sample.label);
         const TarMember members[] = {
             {sample.key + "." + sample.extension, item.image},
-            {sample.key + ".cls", {reinterpret_cast<const unsigned char*>(label.data()), label.size()}},
+            {sample.key + ".cls", std::as_bytes(std::span(label))},
         };
         writer.add(encoder.encode(members));
       });
@@ -340,5 +369,5 @@ int main(int argc, char** argv) {
   // charset; under the default "C" locale it would mark every non-ASCII name
   // hdrcharset=BINARY instead. File names here are taken to be UTF-8.
   std::setlocale(LC_CTYPE, "C.UTF-8");
-  return tool_main("make-shards", [&] { return run(argc, argv); });
+  return programs::program_main("make-shards", [&] { return run(argc, argv); });
 }

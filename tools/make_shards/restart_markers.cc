@@ -8,48 +8,27 @@
 #include <cstring>
 #include <memory>
 
-#include <jerror.h>
-#include <jpeglib.h>
-
+#include "libjpeg_errors.h"
 #include "tensorcom/error.h"
 
 namespace make_shards {
 
 namespace {
 
-struct ErrorManager {
-  jpeg_error_mgr pub;  // first: libjpeg sees only this part
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-[[noreturn]] void on_error_exit(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
-
-// A truncated file would be padded with grey and rewritten as if whole:
-// refuse it, as the servers do.
-void on_emit_message(j_common_ptr cinfo, int level) {
-  if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) on_error_exit(cinfo);
-}
-
 // Both libjpeg objects and the output buffer, released in any case.
 struct Transcoder {
   jpeg_decompress_struct src{};
   jpeg_compress_struct dst{};
-  ErrorManager err{};
+  tensorcom::formats::LibjpegErrors err{};
   unsigned char* out = nullptr;
   unsigned long out_size = 0;
 
   Transcoder() {
-    src.err = jpeg_std_error(&err.pub);
+    tensorcom::formats::use_libjpeg_errors(reinterpret_cast<j_common_ptr>(&src), err);
     dst.err = &err.pub;
-    err.pub.error_exit = on_error_exit;
-    err.pub.emit_message = on_emit_message;
     jpeg_create_decompress(&src);
     jpeg_create_compress(&dst);
+    tensorcom::formats::limit_scans(&src, err);
   }
   ~Transcoder() {
     jpeg_destroy_compress(&dst);
@@ -71,12 +50,18 @@ bool written_by_compressor(const jpeg_compress_struct& dst, const jpeg_marker_st
 }
 
 // May longjmp back to its own setjmp: holds only trivially destructible locals.
-bool transcode_protected(Transcoder* t, const unsigned char* data, std::size_t size) {
+bool transcode_protected(Transcoder* t, const unsigned char* data, std::size_t size, std::uint64_t max_pixels) {
   if (setjmp(t->err.jump)) return false;
   jpeg_mem_src(&t->src, data, static_cast<unsigned long>(size));
   jpeg_save_markers(&t->src, JPEG_COM, 0xFFFF);
   for (int m = 0; m < 16; ++m) jpeg_save_markers(&t->src, JPEG_APP0 + m, 0xFFFF);
   jpeg_read_header(&t->src, TRUE);
+  // Checked by division: a declared 65535 x 65535 must not pass by overflow.
+  if (t->src.image_height > 0 && t->src.image_width > max_pixels / t->src.image_height) {
+    std::snprintf(t->err.message, sizeof t->err.message, "%u x %u pixels, over the limit of %llu", t->src.image_width,
+                  t->src.image_height, static_cast<unsigned long long>(max_pixels));
+    return false;
+  }
   jvirt_barray_ptr* coefficients = jpeg_read_coefficients(&t->src);
   jpeg_mem_dest(&t->dst, &t->out, &t->out_size);
   jpeg_copy_critical_parameters(&t->src, &t->dst);
@@ -93,13 +78,14 @@ bool transcode_protected(Transcoder* t, const unsigned char* data, std::size_t s
 
 }  // namespace
 
-Bytes with_restart_markers(std::span<const unsigned char> jpeg) {
+tensorcom::formats::ByteBuffer with_restart_markers(std::span<const std::byte> jpeg, std::uint64_t max_pixels) {
   auto t = std::make_unique<Transcoder>();
-  if (!transcode_protected(t.get(), jpeg.data(), jpeg.size())) {
+  if (!transcode_protected(t.get(), reinterpret_cast<const unsigned char*>(jpeg.data()), jpeg.size(), max_pixels)) {
     const std::size_t unread = t->src.src ? t->src.src->bytes_in_buffer : jpeg.size();
     throw tensorcom::FormatError(std::string("JPEG: ") + t->err.message, jpeg.size() - unread);
   }
-  return Bytes(t->out, t->out + t->out_size);
+  const auto* out = reinterpret_cast<const std::byte*>(t->out);
+  return tensorcom::formats::ByteBuffer(out, out + t->out_size);
 }
 
 }  // namespace make_shards

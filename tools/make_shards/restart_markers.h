@@ -6,17 +6,21 @@
 // needs.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 
-#include "file_io.h"
+#include "tensorcom/formats/file_io.h"
 
 namespace make_shards {
 
 // Returns jpeg rewritten as above, progressive files as sequential ones,
 // with its APPn and COM segments kept. Throws tensorcom::FormatError with
 // libjpeg's message and where it stopped reading if jpeg cannot be read
-// (truncated files included).
-[[nodiscard]] Bytes with_restart_markers(std::span<const unsigned char> jpeg);
+// (truncated files included), has more than max_pixels pixels, or more
+// scans than libjpeg_errors.h allows (the servers' limits).
+[[nodiscard]] tensorcom::formats::ByteBuffer with_restart_markers(std::span<const std::byte> jpeg,
+                                                                  std::uint64_t max_pixels = std::uint64_t{1} << 28);
 
 }  // namespace make_shards

@@ -9,7 +9,11 @@
 #include <system_error>
 #include <utility>
 
-#include "file_io.h"
+#include <iostream>
+
+#include "tensorcom/formats/file_io.h"
+#include "tensorcom/formats/image_folder.h"
+#include "tensorcom/formats/webdataset.h"
 #include "tensorcom/error.h"
 
 namespace fs = std::filesystem;
@@ -18,55 +22,13 @@ namespace make_shards {
 
 namespace {
 
-constexpr const char* kImageExtensions[] = {"jpg", "jpeg", "png", "ppm"};
-
-[[nodiscard]] std::string lowercase(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
 // The member extension for a file: lowercase, without the dot, "jpeg" as "jpg"
 // (what webdataset's decoders look for). Empty if the file has none.
 [[nodiscard]] std::string member_extension(const fs::path& file) {
   std::string extension = file.extension().string();
   if (!extension.empty()) extension.erase(0, 1);
-  extension = lowercase(std::move(extension));
+  extension = tensorcom::formats::lowercase(std::move(extension));
   return extension == "jpeg" ? "jpg" : extension;
-}
-
-[[nodiscard]] bool is_image(const fs::path& file) {
-  std::string extension = lowercase(file.extension().string());
-  return std::any_of(std::begin(kImageExtensions), std::end(kImageExtensions),
-                     [&](const char* known) { return extension == std::string(".") + known; });
-}
-
-[[nodiscard]] bool is_hidden(const fs::path& path) { return path.filename().string().starts_with('.'); }
-
-// The entries of folder, sorted by name. Throws IoError naming the folder.
-[[nodiscard]] std::vector<fs::directory_entry> sorted_entries(const fs::path& folder) {
-  std::error_code error;
-  fs::directory_iterator it(folder, error);
-  std::vector<fs::directory_entry> entries;
-  for (; !error && it != fs::directory_iterator(); it.increment(error)) entries.push_back(*it);
-  if (error) throw tensorcom::IoError("cannot list " + folder.string(), error.value());
-  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
-    return a.path().filename().native() < b.path().filename().native();
-  });
-  return entries;
-}
-
-// Appends the images under folder (recursively, not into symlinked folders,
-// which could loop) to files, as paths relative to class_folder.
-void collect_images(const fs::path& class_folder, const fs::path& folder, std::vector<fs::path>& files) {
-  for (const fs::directory_entry& entry : sorted_entries(folder)) {
-    if (is_hidden(entry.path())) continue;
-    std::error_code error;
-    if (entry.is_directory(error) && !entry.is_symlink(error)) {
-      collect_images(class_folder, entry.path(), files);
-    } else if (entry.is_regular_file(error) && is_image(entry.path())) {
-      files.push_back(entry.path().lexically_relative(class_folder));
-    }
-  }
 }
 
 // Key and extension of a sample read from file, key_path being the file's
@@ -74,7 +36,7 @@ void collect_images(const fs::path& class_folder, const fs::path& folder, std::v
 [[nodiscard]] Sample file_sample(const fs::path& file, const fs::path& key_path, std::int64_t label) {
   Sample sample;
   fs::path stem = key_path.parent_path() / key_path.stem();
-  sample.key = webdataset_key(stem.generic_string());
+  sample.key = tensorcom::formats::webdataset_key(stem.generic_string());
   sample.extension = member_extension(file);
   sample.label = label;
   sample.file = file;
@@ -133,35 +95,19 @@ void collect_images(const fs::path& class_folder, const fs::path& folder, std::v
 
 }  // namespace
 
-std::string webdataset_key(std::string key) {
-  std::size_t base = key.rfind('/');
-  for (std::size_t i = base == std::string::npos ? 0 : base + 1; i < key.size(); ++i)
-    if (key[i] == '.') key[i] = '_';
-  return key;
-}
-
 std::vector<Sample> scan_image_folder(const fs::path& root) {
+  tensorcom::formats::ImageFolder folder = tensorcom::formats::scan_image_folder(root);
+  for (const std::string& name : folder.empty_classes)
+    std::cerr << "make-shards: class folder " << (root / name).string() << " holds no image (its label is kept)\n";
   std::vector<Sample> samples;
-  std::int64_t label = 0;
-  for (const fs::directory_entry& entry : sorted_entries(root)) {
-    std::error_code error;
-    if (is_hidden(entry.path()) || !entry.is_directory(error)) continue;
-    std::vector<fs::path> files;
-    collect_images(entry.path(), entry.path(), files);
-    // Folder by folder, then by name, as torchvision's ImageFolder lists them.
-    std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) {
-      return std::pair(a.parent_path().native(), a.filename().native()) <
-             std::pair(b.parent_path().native(), b.filename().native());
-    });
-    fs::path class_name = entry.path().filename();
-    for (const fs::path& file : files) samples.push_back(file_sample(entry.path() / file, class_name / file, label));
-    ++label;
-  }
+  samples.reserve(folder.images.size());
+  for (const tensorcom::formats::FolderImage& image : folder.images)
+    samples.push_back(file_sample(image.file, image.relative, image.label));
   return samples;
 }
 
 std::vector<Sample> read_list_file(const fs::path& list) {
-  Bytes bytes = read_file(list);
+  tensorcom::formats::ByteBuffer bytes = tensorcom::formats::read_file(list).bytes;
   std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   std::vector<Sample> samples;
   std::size_t number = 0;

@@ -18,15 +18,10 @@ struct Sample {
   std::uint64_t index = 0;     // which synthetic sample, when file is empty
 };
 
-// Returns key with every '.' after its last '/' replaced by '_': webdataset
-// takes a member's key to end at the first dot of its base name.
-[[nodiscard]] std::string webdataset_key(std::string key);
-
-// Returns the images of an ImageFolder tree, root/CLASS/.../NAME.EXT with EXT
-// one of jpg, jpeg, png, ppm in any case, ordered by class then path. The label
-// is the index of CLASS among root's subfolders sorted by name (byte order);
-// the key is CLASS/.../NAME. Names starting with '.' are skipped. Throws
-// IoError when a folder cannot be listed.
+// Returns the images of an ImageFolder tree, read by torchvision's rules
+// (tensorcom/formats/image_folder.h), keyed CLASS/.../NAME (dots in NAME
+// turned into '_'), with a warning for each class folder without images.
+// Throws IoError when a folder cannot be listed.
 [[nodiscard]] std::vector<Sample> scan_image_folder(const std::filesystem::path& root);
 
 // Returns the samples of a list file, in its order: one "PATH LABEL" a line

@@ -99,7 +99,7 @@ void add_grain(std::uint64_t seed, cv::Mat& image) {
 
 }  // namespace
 
-Bytes synthetic_jpeg(std::uint64_t index, std::int64_t label, const SyntheticImageOptions& options) {
+tensorcom::formats::ByteBuffer synthetic_jpeg(std::uint64_t index, std::int64_t label, const SyntheticImageOptions& options) {
   cv::RNG rng(mix(options.seed ^ mix(index)));
   // Width and height drawn apart: aspect ratios vary, as in photo collections.
   int width = rng.uniform(options.min_side, options.max_side + 1);
@@ -110,12 +110,13 @@ Bytes synthetic_jpeg(std::uint64_t index, std::int64_t label, const SyntheticIma
   add_texture(rng, image);
   draw_shapes(rng, image);
   add_grain(rng.next(), image);
-  Bytes jpeg;
+  std::vector<unsigned char> jpeg;
   std::vector<int> params{cv::IMWRITE_JPEG_QUALITY, options.quality, cv::IMWRITE_JPEG_PROGRESSIVE, 0,
                           cv::IMWRITE_JPEG_OPTIMIZE, 0};
   if (!cv::imencode(".jpg", image, jpeg, params))
     throw tensorcom::Error("cannot encode synthetic image " + std::to_string(index) + " as JPEG");
-  return jpeg;
+  const auto* bytes = reinterpret_cast<const std::byte*>(jpeg.data());
+  return tensorcom::formats::ByteBuffer(bytes, bytes + jpeg.size());
 }
 
 }  // namespace make_shards

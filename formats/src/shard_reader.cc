@@ -1,4 +1,4 @@
-#include "shard_reader.h"
+#include "tensorcom/formats/shard_reader.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -11,16 +11,9 @@
 #include <utility>
 
 #include "tensorcom/error.h"
+#include "tensorcom/formats/webdataset.h"
 
-namespace tensorcom::pipeline {
-
-std::pair<std::string, std::string> split_member_name(const std::string& path) {
-  std::size_t base = path.rfind('/');
-  base = base == std::string::npos ? 0 : base + 1;
-  std::size_t dot = path.find('.', base);
-  if (dot == std::string::npos) return {path, ""};
-  return {path.substr(0, dot), path.substr(dot + 1)};
-}
+namespace tensorcom::formats {
 
 namespace {
 
@@ -28,14 +21,9 @@ constexpr std::string_view kPipePrefix = "pipe:";
 constexpr std::string_view kFilePrefix = "file:";
 constexpr std::size_t kReadBlock = 1 << 20;
 
-std::string lowercase(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
-bool is_image_extension(const std::string& ext) {
-  return ext == "jpg" || ext == "jpeg" || ext == "png" || ext == "ppm";
-}
+// Member data is read into a buffer grown as it arrives, so that a header
+// declaring a huge member in a small (or cut) shard costs only what is there.
+constexpr std::size_t kFirstMemberBlock = std::size_t{1} << 20;
 
 // libarchive leaves the message unset after some failures (a corrupt gzip
 // stream, for one), and a null would crash the string that reports it.
@@ -139,9 +127,9 @@ void ShardReader::open() {
   source_ = std::make_unique<Source>(shard_);
 }
 
-std::optional<RawSample> ShardReader::next() {
+std::optional<ShardSample> ShardReader::next() {
   while (!done_) {
-    std::optional<RawSample> sample = read_until_next_key();
+    std::optional<ShardSample> sample = read_until_next_key();
     if (!sample) continue;
     if (++position_ <= delivered_) continue;  // delivered by an earlier attempt
     ++delivered_;
@@ -167,7 +155,7 @@ bool ShardReader::end_abnormally(const std::string& reason) {
   return false;
 }
 
-std::optional<RawSample> ShardReader::end_cleanly() {
+std::optional<ShardSample> ShardReader::end_cleanly() {
   // The archive's own end marker was read: every sample is complete, even if
   // the command that produced it then failed.
   if (auto failure = source_->finish()) error_ = *failure + " after a complete archive";
@@ -175,7 +163,7 @@ std::optional<RawSample> ShardReader::end_cleanly() {
   return std::exchange(pending_, std::nullopt);
 }
 
-std::optional<RawSample> ShardReader::read_until_next_key() {
+std::optional<ShardSample> ShardReader::read_until_next_key() {
   if (source_->open_error()) {
     end_abnormally(*source_->open_error());
     return std::nullopt;
@@ -188,17 +176,20 @@ std::optional<RawSample> ShardReader::read_until_next_key() {
       end_abnormally("truncated or corrupt: " + archive_message(source_->get()));
       return std::nullopt;
     }
-    if (archive_entry_filetype(entry) != AE_IFREG) continue;
     const char* path = archive_entry_pathname(entry);
-    auto [key, extension] = split_member_name(path ? path : "");
-    std::optional<RawSample> completed;
-    if (pending_ && pending_->key != key) completed = std::exchange(pending_, std::nullopt);
+    std::optional<MemberName> name = path ? split_member_name(path) : std::nullopt;
+    if (archive_entry_filetype(entry) != AE_IFREG || !name) {
+      ++keyless_;
+      continue;
+    }
+    std::optional<ShardSample> completed;
+    if (pending_ && pending_->key != name->key) completed = std::exchange(pending_, std::nullopt);
     if (!pending_) {
       pending_.emplace();
-      pending_->key = key;
-      pending_->shard = shard_;
+      pending_->key = std::move(name->key);
     }
-    if (!add_member(entry, lowercase(extension), *pending_)) {
+    const std::uint64_t size = archive_entry_size_is_set(entry) ? static_cast<std::uint64_t>(std::max<la_int64_t>(archive_entry_size(entry), 0)) : 0;
+    if (!add_member(path, std::move(name->extension), size, *pending_)) {
       // The shard broke inside this member. The sample before it is whole.
       bool retrying = end_abnormally("truncated or corrupt: " + archive_message(source_->get()));
       return retrying ? std::nullopt : completed;
@@ -210,11 +201,12 @@ std::optional<RawSample> ShardReader::read_until_next_key() {
 namespace {
 
 // Reads the current member's data; false if the archive ends inside it.
-bool read_member(archive* a, ByteBuffer& out, std::size_t size) {
-  out.resize(size);
+bool read_member(archive* a, ByteBuffer& out, std::uint64_t size) {
   std::size_t done = 0;
+  out.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, kFirstMemberBlock)));
   while (done < size) {
-    la_ssize_t n = archive_read_data(a, out.data() + done, size - done);
+    if (done == out.size()) out.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, 2 * out.size())));
+    la_ssize_t n = archive_read_data(a, out.data() + done, out.size() - done);
     if (n <= 0) return false;
     done += static_cast<std::size_t>(n);
   }
@@ -223,26 +215,21 @@ bool read_member(archive* a, ByteBuffer& out, std::size_t size) {
 
 }  // namespace
 
-bool ShardReader::add_member(archive_entry* entry, const std::string& extension, RawSample& sample) {
-  bool wanted = (is_image_extension(extension) && sample.image_extension.empty()) || extension == "cls";
-  la_int64_t size = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : 0;
-  if (wanted && static_cast<std::uint64_t>(size) > options_.max_member_bytes) {
+bool ShardReader::add_member(const std::string& name, std::string extension, std::uint64_t size,
+                             ShardSample& sample) {
+  if (options_.wanted && !options_.wanted(sample, extension)) {
+    return archive_read_data_skip(source_->get()) >= ARCHIVE_WARN;
+  }
+  ShardMember member{name, std::move(extension), {}, size, false};
+  if (size > options_.max_member_bytes) {
     ++oversized_;
-    // Recorded, so that the sample is skipped for its real reason rather
-    // than for having no image.
-    if (extension != "cls") sample.oversized_image = static_cast<std::uint64_t>(size);
-    wanted = false;
+    member.oversized = true;
+    sample.members.push_back(std::move(member));
+    return archive_read_data_skip(source_->get()) >= ARCHIVE_WARN;
   }
-  if (!wanted) return archive_read_data_skip(source_->get()) >= ARCHIVE_WARN;
-  ByteBuffer bytes;
-  if (!read_member(source_->get(), bytes, static_cast<std::size_t>(size))) return false;
-  if (extension == "cls") {
-    sample.label = std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  } else {
-    sample.image_extension = extension;
-    sample.image = std::move(bytes);
-  }
+  if (!read_member(source_->get(), member.data, size)) return false;
+  sample.members.push_back(std::move(member));
   return true;
 }
 
-}  // namespace tensorcom::pipeline
+}  // namespace tensorcom::formats

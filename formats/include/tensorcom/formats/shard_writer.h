@@ -9,16 +9,16 @@
 #include <string>
 #include <vector>
 
-#include "file_io.h"
+#include "tensorcom/formats/file_io.h"
 
-namespace make_shards {
+namespace tensorcom::formats {
 
 // An output path pattern with one printf integer conversion, such as
 // "shards/imagenet-train-%06d.tar".
 class ShardPattern {
  public:
   // Accepts exactly one %d, %i or %u conversion, with optional flags among
-  // "0-+ " and a width; "%%" stands for '%'. Throws tensorcom::ArgumentError
+  // "0-+ " and a width; "%%" stands for '%'. Throws ArgumentError
   // naming the pattern otherwise.
   explicit ShardPattern(const std::string& pattern);
 
@@ -56,7 +56,7 @@ class ShardWriter {
   // Appends one sample's tar members (a TarEncoder::encode result), first
   // completing the current shard if the sample would take it past a limit.
   // Creates the shard's folder if missing. Throws IoError.
-  void add(std::span<const unsigned char> sample);
+  void add(std::span<const std::byte> sample);
 
   // Completes the last shard and returns every shard written, in order.
   // Throws IoError.
@@ -78,4 +78,4 @@ class ShardWriter {
   std::vector<ShardSummary> done_;
 };
 
-}  // namespace make_shards
+}  // namespace tensorcom::formats

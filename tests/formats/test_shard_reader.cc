@@ -7,12 +7,13 @@
 #include <filesystem>
 #include <fstream>
 
-#include "shard_reader.h"
 #include "tensorcom/error.h"
+#include "tensorcom/formats/shard_reader.h"
+#include "tensorcom/formats/webdataset.h"
 #include "test_support.h"
 
 using namespace tensorcom;
-using namespace tensorcom::pipeline;
+using namespace tensorcom::formats;
 using tensorcom::testing::TempDir;
 namespace fs = std::filesystem;
 
@@ -49,8 +50,8 @@ std::string text(const ByteBuffer& bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
-std::vector<RawSample> read_all(ShardReader& reader) {
-  std::vector<RawSample> out;
+std::vector<ShardSample> read_all(ShardReader& reader) {
+  std::vector<ShardSample> out;
   while (auto s = reader.next()) out.push_back(std::move(*s));
   return out;
 }
@@ -66,15 +67,42 @@ const std::vector<Member> kMembers = {
     {"train/d.e/c.x.jpg", "JPEG-C"},
     {"train/d.e/c.x.cls", "5"},
     {"train/n02/meta.txt", "no image here"},
+    {"train/n02/README", "no key: passed over"},
+    {"train/n02/meta.cls", "9"},
 };
+
+// The text of the member with this extension, or nothing.
+std::optional<std::string> member(const ShardSample& sample, const std::string& extension) {
+  for (const ShardMember& m : sample.members) {
+    if (m.extension == extension) return text(m.data);
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
 TEST_CASE("member names split as webdataset splits them") {
-  CHECK(split_member_name("a/b.c/n01.tar.jpg") == std::pair<std::string, std::string>{"a/b.c/n01", "tar.jpg"});
-  CHECK(split_member_name("x.cls") == std::pair<std::string, std::string>{"x", "cls"});
-  CHECK(split_member_name("dir/noext") == std::pair<std::string, std::string>{"dir/noext", ""});
-  CHECK(split_member_name(".hidden") == std::pair<std::string, std::string>{"", "hidden"});
+  auto split = [](std::string_view path) {
+    auto name = split_member_name(path);
+    return name ? std::pair(name->key, name->extension) : std::pair(std::string("-"), std::string("-"));
+  };
+  CHECK(split("a/b.c/n01.tar.jpg") == std::pair<std::string, std::string>{"a/b.c/n01", "tar.jpg"});
+  CHECK(split("x.cls") == std::pair<std::string, std::string>{"x", "cls"});
+  CHECK(split("x.JPG") == std::pair<std::string, std::string>{"x", "jpg"});  // lowercased, as webdataset does
+  CHECK(split("dir/noext") == std::pair<std::string, std::string>{"-", "-"});  // no key: passed over
+  CHECK(split(".hidden") == std::pair<std::string, std::string>{"-", "-"});
+  CHECK(split("d/.hidden.jpg") == std::pair<std::string, std::string>{"-", "-"});
+  CHECK(split("a.b/") == std::pair<std::string, std::string>{"-", "-"});
+}
+
+TEST_CASE("image extensions are torchvision's, in any case") {
+  for (const char* yes : {"jpg", "JPEG", "png", "ppm", "bmp", "pgm", "tif", "TIFF", "webp"}) CHECK(is_image_extension(yes));
+  for (const char* no : {"", "cls", "x.jpg", "jpgg", "gif", "json", "jp"}) CHECK_FALSE(is_image_extension(no));
+}
+
+TEST_CASE("webdataset keys from file stems") {
+  CHECK(webdataset_key("a.b/c.d.e") == "a.b/c_d_e");
+  CHECK(webdataset_key("plain") == "plain");
 }
 
 TEST_CASE("shard reading") {
@@ -90,17 +118,21 @@ TEST_CASE("shard reading") {
         auto samples = read_all(reader);
         REQUIRE(samples.size() == 4);
         CHECK(samples[0].key == "train/n01/a");
-        CHECK(text(samples[0].image) == "JPEG-A");
-        CHECK(samples[0].label == "3");
-        CHECK(samples[0].shard == name);
+        CHECK(member(samples[0], "jpg") == "JPEG-A");
+        CHECK(member(samples[0], "cls") == "3");
+        CHECK(member(samples[0], "json") == "{}");
+        CHECK(samples[0].members[0].name == "train/n01/a.jpg");
         CHECK(samples[1].key == "train/n01/b");
-        CHECK(samples[1].image_extension == "png");
-        CHECK(samples[1].label == "4\n");
+        CHECK(member(samples[1], "png") == "PNG-B");
+        CHECK(member(samples[1], "cls") == "4\n");
         CHECK(samples[2].key == "train/d.e/c");
-        CHECK(samples[2].image_extension.empty());  // "x.jpg" is not "jpg", as in webdataset's to_tuple
-        CHECK(samples[2].image.empty());
+        CHECK(member(samples[2], "x.jpg") == "JPEG-C");
+        // A keyless member between two of one key does not split the sample.
         CHECK(samples[3].key == "train/n02/meta");
-        CHECK_FALSE(samples[3].label.has_value());
+        CHECK(member(samples[3], "txt") == "no image here");
+        CHECK(member(samples[3], "cls") == "9");
+        CHECK(reader.keyless_members() == 1 + 2);  // README; the folder and the link are no files
+        CHECK(reader.shard() == name);
         CHECK_FALSE(reader.error().has_value());
       }
     }
@@ -184,18 +216,41 @@ TEST_CASE("shard reading") {
     REQUIRE(reader.error().has_value());
     CHECK(reader.error()->find("exited with status 7") != std::string::npos);
   }
-  SUBCASE("oversized members are skipped") {
+  SUBCASE("oversized members are listed unread") {
     write_tar(tar, kMembers);
     ShardReaderOptions options;
     options.max_member_bytes = 5;
     ShardReader reader(tar.string(), options);
     auto samples = read_all(reader);
     REQUIRE(samples.size() == 4);
-    CHECK(samples[0].image.empty());  // 6 bytes
-    CHECK(samples[0].oversized_image == 6);  // so that it is skipped as too large, not as imageless
-    CHECK(samples[0].label == "3");
-    CHECK(samples[1].oversized_image == 0);
-    CHECK(text(samples[1].image) == "PNG-B");  // 5 bytes
-    CHECK(reader.oversized_members() == 1);
+    const ShardMember& image = samples[0].members[0];
+    CHECK(image.oversized);  // 6 bytes
+    CHECK(image.size == 6);
+    CHECK(image.data.empty());
+    CHECK(member(samples[0], "cls") == "3");
+    CHECK(member(samples[1], "png") == "PNG-B");  // 5 bytes
+    CHECK(reader.oversized_members() == 3);  // JPEG-A, JPEG-C and the .txt
+  }
+  SUBCASE("only wanted members are read") {
+    write_tar(tar, kMembers);
+    ShardReaderOptions options;
+    options.wanted = [](const ShardSample& so_far, std::string_view extension) {
+      return extension == "cls" && so_far.members.empty();
+    };
+    ShardReader reader(tar.string(), options);
+    auto samples = read_all(reader);
+    REQUIRE(samples.size() == 4);
+    for (const ShardSample& sample : samples) CHECK(sample.members.size() <= 1);
+    CHECK(member(samples[0], "cls") == "3");
+    CHECK(samples[2].members.empty());
+  }
+  SUBCASE("a member declared larger than the shard costs only what is there") {
+    // A 3000-byte member cut after 500 bytes: the reader must fail on the
+    // data, not allocate what a hostile header declares.
+    write_tar(tar, {{"big.jpg", std::string(3000, 'x')}});
+    fs::resize_file(tar, 512 + 500);
+    ShardReader reader(tar.string());
+    CHECK(read_all(reader).empty());
+    CHECK(reader.error().has_value());
   }
 }

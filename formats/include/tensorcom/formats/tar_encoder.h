@@ -10,11 +10,11 @@
 #include <span>
 #include <string>
 
-#include "file_io.h"
+#include "tensorcom/formats/file_io.h"
 
 struct archive;
 
-namespace make_shards {
+namespace tensorcom::formats {
 
 // What ends a tar file: two zero blocks.
 inline constexpr std::size_t kTarEndSize = 1024;
@@ -22,7 +22,7 @@ inline constexpr std::size_t kTarEndSize = 1024;
 // One tar member. data is borrowed for the duration of the call it is passed to.
 struct TarMember {
   std::string name;
-  std::span<const unsigned char> data;
+  std::span<const std::byte> data;
 };
 
 // Encodes groups of regular-file members with mode 0644, uid and gid 0, no
@@ -40,12 +40,12 @@ class TarEncoder {
   // Returns the headers, contents and padding of members, in order. Names are
   // in the locale's charset (pax records carry them as UTF-8; names that do not
   // convert are kept as bytes, marked hdrcharset=BINARY). Throws
-  // tensorcom::Error with libarchive's reason and the name.
-  [[nodiscard]] Bytes encode(std::span<const TarMember> members);
+  // Error with libarchive's reason and the name.
+  [[nodiscard]] ByteBuffer encode(std::span<const TarMember> members);
 
  private:
   struct State;
   std::unique_ptr<State> state_;
 };
 
-}  // namespace make_shards
+}  // namespace tensorcom::formats

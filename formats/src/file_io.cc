@@ -1,5 +1,8 @@
-#include "file_io.h"
+#include "tensorcom/formats/file_io.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <memory>
 #include <system_error>
@@ -7,7 +10,7 @@
 
 #include "tensorcom/error.h"
 
-namespace make_shards {
+namespace tensorcom::formats {
 
 namespace {
 
@@ -19,18 +22,39 @@ using InputFile = std::unique_ptr<std::FILE, FileCloser>;
 
 }  // namespace
 
-Bytes read_file(const std::filesystem::path& path) {
+FileContents read_file(const std::filesystem::path& path, std::uint64_t limit) {
   InputFile file(std::fopen(path.c_str(), "rb"));
   if (!file) throw tensorcom::IoError("cannot open " + path.string(), errno);
-  Bytes bytes;
-  unsigned char chunk[1 << 16];
+  struct stat info {};
+  if (::fstat(::fileno(file.get()), &info) != 0) throw tensorcom::IoError("cannot stat " + path.string(), errno);
+  if (S_ISDIR(info.st_mode)) throw tensorcom::IoError("cannot read " + path.string() + ": a folder", EISDIR);
+  FileContents contents;
+  contents.size = static_cast<std::uint64_t>(info.st_size);
+  if (contents.size > limit) {
+    contents.over_limit = true;
+    return contents;
+  }
+  // Sized by fstat for one read of a regular file; read on in blocks for a
+  // file that grew or a pipe that reports no size, never past the limit.
+  std::size_t done = 0;
+  contents.bytes.resize(static_cast<std::size_t>(contents.size) + 1);
   for (;;) {
-    std::size_t n = std::fread(chunk, 1, sizeof chunk, file.get());
-    bytes.insert(bytes.end(), chunk, chunk + n);
-    if (n < sizeof chunk) break;
+    std::size_t n = std::fread(contents.bytes.data() + done, 1, contents.bytes.size() - done, file.get());
+    done += n;
+    if (done < contents.bytes.size()) break;
+    if (done > limit) {
+      contents.bytes.clear();
+      contents.size = done;
+      contents.over_limit = true;
+      return contents;
+    }
+    const std::uint64_t cap = limit < std::numeric_limits<std::uint64_t>::max() ? limit + 1 : limit;
+    contents.bytes.resize(static_cast<std::size_t>(std::min<std::uint64_t>(contents.bytes.size() * 2, cap)));
   }
   if (std::ferror(file.get())) throw tensorcom::IoError("cannot read " + path.string(), errno);
-  return bytes;
+  contents.bytes.resize(done);
+  contents.size = done;
+  return contents;
 }
 
 void create_parent_directories(const std::filesystem::path& path) {
@@ -71,7 +95,7 @@ void StagedFile::discard() noexcept {
   if (std::exchange(staged_, false)) std::remove(partial_.c_str());
 }
 
-void StagedFile::write(std::span<const unsigned char> bytes) {
+void StagedFile::write(std::span<const std::byte> bytes) {
   if (std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size())
     throw tensorcom::IoError("cannot write " + partial_.string(), errno);
 }
@@ -87,4 +111,4 @@ void StagedFile::commit() {
   staged_ = false;
 }
 
-}  // namespace make_shards
+}  // namespace tensorcom::formats

@@ -1,4 +1,4 @@
-#include "tar_encoder.h"
+#include "tensorcom/formats/tar_encoder.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -7,7 +7,7 @@
 
 #include "tensorcom/error.h"
 
-namespace make_shards {
+namespace tensorcom::formats {
 
 namespace {
 
@@ -16,10 +16,10 @@ struct EntryFree {
 };
 using Entry = std::unique_ptr<archive_entry, EntryFree>;
 
-// libarchive's client write callback: everything goes to the Bytes it is given.
+// libarchive's client write callback: everything goes to the ByteBuffer it is given.
 la_ssize_t append_output(struct archive*, void* client, const void* buffer, size_t length) {
-  auto* out = static_cast<Bytes*>(client);
-  const auto* bytes = static_cast<const unsigned char*>(buffer);
+  auto* out = static_cast<ByteBuffer*>(client);
+  const auto* bytes = static_cast<const std::byte*>(buffer);
   out->insert(out->end(), bytes, bytes + length);
   return static_cast<la_ssize_t>(length);
 }
@@ -30,7 +30,7 @@ la_ssize_t append_output(struct archive*, void* client, const void* buffer, size
 // moves of the encoder.
 struct TarEncoder::State {
   struct archive* archive = nullptr;
-  Bytes output;
+  ByteBuffer output;
   std::int64_t mtime = 0;
 
   ~State() {
@@ -42,7 +42,7 @@ struct TarEncoder::State {
   void check(int status, const std::string& doing) const {
     if (status < ARCHIVE_WARN) {
       const char* reason = archive_error_string(archive);
-      throw tensorcom::Error("tar: cannot " + doing + ": " + (reason ? reason : "unknown libarchive error"));
+      throw Error("tar: cannot " + doing + ": " + (reason ? reason : "unknown libarchive error"));
     }
   }
 };
@@ -50,7 +50,7 @@ struct TarEncoder::State {
 TarEncoder::TarEncoder(std::int64_t mtime) : state_(std::make_unique<State>()) {
   state_->mtime = mtime;
   state_->archive = archive_write_new();
-  if (!state_->archive) throw tensorcom::Error("tar: out of memory");
+  if (!state_->archive) throw Error("tar: out of memory");
   state_->check(archive_write_set_format_pax_restricted(state_->archive), "select the pax format");
   // No blocking: every header, content and padding byte reaches append_output
   // before the call that writes it returns, so output holds whole members.
@@ -63,11 +63,11 @@ TarEncoder::TarEncoder(TarEncoder&&) noexcept = default;
 TarEncoder& TarEncoder::operator=(TarEncoder&&) noexcept = default;
 TarEncoder::~TarEncoder() = default;
 
-Bytes TarEncoder::encode(std::span<const TarMember> members) {
+ByteBuffer TarEncoder::encode(std::span<const TarMember> members) {
   state_->output.clear();
   for (const TarMember& member : members) {
     Entry entry(archive_entry_new());
-    if (!entry) throw tensorcom::Error("tar: out of memory");
+    if (!entry) throw Error("tar: out of memory");
     archive_entry_copy_pathname(entry.get(), member.name.c_str());
     archive_entry_set_filetype(entry.get(), AE_IFREG);
     archive_entry_set_perm(entry.get(), 0644);
@@ -81,7 +81,7 @@ Bytes TarEncoder::encode(std::span<const TarMember> members) {
       state_->check(ARCHIVE_FATAL, "write the contents of " + member.name);
     state_->check(archive_write_finish_entry(state_->archive), "finish " + member.name);
   }
-  return std::exchange(state_->output, Bytes{});
+  return std::exchange(state_->output, ByteBuffer{});
 }
 
-}  // namespace make_shards
+}  // namespace tensorcom::formats

@@ -1,12 +1,12 @@
-#include "shard_writer.h"
+#include "tensorcom/formats/shard_writer.h"
 
 #include <string_view>
 #include <utility>
 
-#include "tar_encoder.h"
+#include "tensorcom/formats/tar_encoder.h"
 #include "tensorcom/error.h"
 
-namespace make_shards {
+namespace tensorcom::formats {
 
 namespace {
 
@@ -16,7 +16,7 @@ namespace {
 
 ShardPattern::ShardPattern(const std::string& pattern) {
   auto fail = [&](const std::string& why) {
-    return tensorcom::ArgumentError("output pattern '" + pattern + "' " + why +
+    return ArgumentError("output pattern '" + pattern + "' " + why +
                                     " (it needs exactly one integer conversion such as %06d)");
   };
   bool found = false;
@@ -84,7 +84,7 @@ void ShardWriter::open_next() {
 }
 
 void ShardWriter::complete_current() {
-  static const unsigned char kEnd[kTarEndSize] = {};
+  static const std::byte kEnd[kTarEndSize] = {};
   OpenShard& shard = *current_;
   shard.file.write(kEnd);
   shard.summary.bytes += kTarEndSize;
@@ -93,7 +93,7 @@ void ShardWriter::complete_current() {
   current_.reset();
 }
 
-void ShardWriter::add(std::span<const unsigned char> sample) {
+void ShardWriter::add(std::span<const std::byte> sample) {
   if (current_ && current_->summary.samples > 0 && !fits(sample.size())) complete_current();
   if (!current_) open_next();
   current_->file.write(sample);
@@ -106,4 +106,4 @@ std::vector<ShardSummary> ShardWriter::finish() {
   return std::move(done_);
 }
 
-}  // namespace make_shards
+}  // namespace tensorcom::formats

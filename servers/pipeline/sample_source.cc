@@ -1,0 +1,112 @@
+#include "sample_source.h"
+
+#include "tensorcom/error.h"
+#include "tensorcom/formats/file_io.h"
+#include "tensorcom/formats/shard_reader.h"
+#include "tensorcom/formats/webdataset.h"
+
+namespace tensorcom::pipeline {
+
+namespace {
+
+bool has_image(const formats::ShardSample& sample) {
+  for (const formats::ShardMember& member : sample.members) {
+    if (formats::is_image_extension(member.extension)) return true;
+  }
+  return false;
+}
+
+// The server's view of a shard sample: its first image and its label.
+RawSample to_raw_sample(formats::ShardSample&& sample, const std::string& shard) {
+  RawSample raw;
+  raw.key = std::move(sample.key);
+  raw.shard = shard;
+  for (formats::ShardMember& member : sample.members) {
+    if (member.extension == "cls") {
+      if (!member.oversized) raw.label = std::string(reinterpret_cast<const char*>(member.data.data()), member.data.size());
+    } else if (member.oversized) {
+      raw.oversized_image = member.size;  // skipped for its real reason, not as imageless
+    } else {
+      raw.image = std::move(member.data);
+    }
+  }
+  return raw;
+}
+
+class ShardSource final : public SampleSource {
+ public:
+  ShardSource(std::vector<std::string> shards, std::uint64_t max_image_bytes)
+      : shards_(std::move(shards)), max_image_bytes_(max_image_bytes) {}
+
+  std::size_t units() const noexcept override { return shards_.size(); }
+  const char* unit_name() const noexcept override { return "shards"; }
+
+  std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take) override {
+    const std::string& shard = shards_[unit];
+    formats::ShardReaderOptions options;
+    options.max_member_bytes = max_image_bytes_;
+    // The first image of a sample, and its label: nothing else is read.
+    options.wanted = [](const formats::ShardSample& so_far, std::string_view extension) {
+      return extension == "cls" || (formats::is_image_extension(extension) && !has_image(so_far));
+    };
+    try {
+      formats::ShardReader reader(shard, std::move(options));
+      while (auto sample = reader.next()) {
+        if (!take(to_raw_sample(std::move(*sample), shard))) return std::nullopt;
+      }
+      if (reader.error()) return "shard " + shard + " ended early: " + *reader.error();
+    } catch (const IoError& e) {
+      return std::string("skipping shard: ") + e.what();
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::vector<std::string> shards_;
+  std::uint64_t max_image_bytes_;
+};
+
+class FolderSource final : public SampleSource {
+ public:
+  FolderSource(formats::ImageFolder folder, std::uint64_t max_image_bytes)
+      : folder_(std::move(folder)), max_image_bytes_(max_image_bytes) {}
+
+  std::size_t units() const noexcept override { return folder_.images.size(); }
+  const char* unit_name() const noexcept override { return "images"; }
+
+  std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take) override {
+    const formats::FolderImage& image = folder_.images[unit];
+    RawSample sample;
+    sample.key = image.file.string();
+    sample.shard = sample.key;
+    sample.known_label = image.label;
+    try {
+      formats::FileContents contents = formats::read_file(image.file, max_image_bytes_);
+      if (contents.over_limit) {
+        sample.oversized_image = contents.size;
+      } else {
+        sample.image = std::move(contents.bytes);
+      }
+    } catch (const IoError& e) {
+      sample.unreadable = e.what();
+    }
+    (void)take(std::move(sample));
+    return std::nullopt;
+  }
+
+ private:
+  formats::ImageFolder folder_;
+  std::uint64_t max_image_bytes_;
+};
+
+}  // namespace
+
+std::unique_ptr<SampleSource> shard_source(std::vector<std::string> shards, std::uint64_t max_image_bytes) {
+  return std::make_unique<ShardSource>(std::move(shards), max_image_bytes);
+}
+
+std::unique_ptr<SampleSource> folder_source(formats::ImageFolder folder, std::uint64_t max_image_bytes) {
+  return std::make_unique<FolderSource>(std::move(folder), max_image_bytes);
+}
+
+}  // namespace tensorcom::pipeline

@@ -1,0 +1,45 @@
+// Where an image server's samples come from: a list of units (webdataset
+// shards, or the images of an ImageFolder tree) that the epoch order picks
+// from, each read into RawSamples.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "raw_sample.h"
+#include "tensorcom/formats/image_folder.h"
+
+namespace tensorcom::pipeline {
+
+class SampleSource {
+ public:
+  virtual ~SampleSource() = default;
+  // How many units there are; the epoch order picks among 0 .. units() - 1.
+  [[nodiscard]] virtual std::size_t units() const noexcept = 0;
+  // "shards" or "images", for messages.
+  [[nodiscard]] virtual const char* unit_name() const noexcept = 0;
+  // Reads unit `unit`, passing its samples in order to `take` until it
+  // returns false. A sample whose image cannot be used says why in its
+  // fields (oversized_image, unreadable); the worker skips and counts it.
+  // Returns why the unit ended early (a damaged or missing shard), naming it;
+  // nothing if it was read to its end or `take` stopped it.
+  [[nodiscard]] virtual std::optional<std::string> read(std::size_t unit,
+                                                        const std::function<bool(RawSample)>& take) = 0;
+};
+
+// Webdataset shards (paths, file:PATH or pipe:COMMAND): each sample's first
+// image member and its "cls" member; images over max_image_bytes are passed
+// over unread.
+[[nodiscard]] std::unique_ptr<SampleSource> shard_source(std::vector<std::string> shards,
+                                                         std::uint64_t max_image_bytes);
+
+// The images of an ImageFolder tree, labelled by their class; files over
+// max_image_bytes are passed over unread.
+[[nodiscard]] std::unique_ptr<SampleSource> folder_source(formats::ImageFolder folder, std::uint64_t max_image_bytes);
+
+}  // namespace tensorcom::pipeline
