@@ -407,3 +407,42 @@ def test_usage_errors(tmp_path):
     assert run("--synthetic", 1, "--list", tmp_path / "x").returncode == 2
     assert run(tmp_path, "--quality", 50).returncode == 2
     assert run("--help").returncode == 0
+
+
+def with_repeated_last_scan(jpeg, extra):
+    """The JPEG with its last scan repeated `extra` times: a progressive scan bomb."""
+    last_sos = jpeg.rfind(b"\xff\xda")
+    eoi = len(jpeg) - 2
+    return jpeg[:eoi] + jpeg[last_sos:eoi] * extra + jpeg[eoi:]
+
+
+def write_shard(path, samples):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w") as tar:
+        for key, members in samples:
+            for ext, data in members.items():
+                info = tarfile.TarInfo(f"{key}.{ext}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+
+
+def test_from_shards_keeps_scan_bombs_and_oversized_members_out_of_harms_way(tmp_path):
+    jpegs = synthetic_jpegs(tmp_path, 3)
+    progressive = cv2.imencode(".jpg", decode(jpegs[0]), [cv2.IMWRITE_JPEG_PROGRESSIVE, 1])[1].tobytes()
+    bomb = with_repeated_last_scan(progressive, 150)
+    assert len(bomb) < 1 << 20
+    write_shard(tmp_path / "in" / "0.tar", [("a", {"jpg": bomb, "cls": b"0"}),
+                                            ("b", {"jpg": jpegs[1], "cls": b"1", "big": b"x" * (2 << 20)}),
+                                            ("c", {"jpg": jpegs[2], "cls": b"2"})])
+    result = run("--from-shards", tmp_path / "in" / "0.tar", "--restart-markers", "--max-member-bytes", 1 << 20,
+                 "-o", tmp_path / "out" / "%d.tar")
+    assert result.returncode == 0, result.stderr
+    # The bomb is packed as it was (servers skip it as "too many scans"), not rewritten at length.
+    assert "a.jpg: packed unchanged" in result.stderr and "scans" in result.stderr
+    # A sample with a member over the limit is left out whole, and named.
+    assert "sample b left out" in result.stderr and "2097152 bytes" in result.stderr
+    assert "samples left out (a member over --max-member-bytes): 1" in result.stdout
+    got = dict(read_all(tmp_path / "out"))
+    assert sorted(got) == ["a", "c"]
+    assert got["a"]["jpg"] == bomb
+    assert restart_interval(got["c"]["jpg"]) == 1

@@ -51,4 +51,22 @@ inline std::vector<std::byte> libjpeg_encode(int width, int height, int componen
   return out;
 }
 
+// Returns jpeg with its last scan (SOS segment and entropy-coded data, up to
+// the EOI marker) repeated so that it has `extra` more scans: a "scan bomb".
+// libjpeg decodes the repeats (a bogus progression is only a warning), each
+// one a pass over every coefficient. REQUIRES: jpeg ends with FF D9.
+inline std::vector<std::byte> with_repeated_last_scan(const std::vector<std::byte>& jpeg, int extra) {
+  std::size_t last_sos = 0;
+  for (std::size_t i = 2; i + 1 < jpeg.size(); ++i) {
+    if (jpeg[i] == std::byte{0xff} && jpeg[i + 1] == std::byte{0xda}) last_sos = i;
+  }
+  const std::size_t eoi = jpeg.size() - 2;
+  std::vector<std::byte> out(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(eoi));
+  for (int n = 0; n < extra; ++n) {
+    out.insert(out.end(), jpeg.begin() + static_cast<std::ptrdiff_t>(last_sos), jpeg.begin() + static_cast<std::ptrdiff_t>(eoi));
+  }
+  out.insert(out.end(), jpeg.begin() + static_cast<std::ptrdiff_t>(eoi), jpeg.end());
+  return out;
+}
+
 }  // namespace tensorcom::pipeline::testing

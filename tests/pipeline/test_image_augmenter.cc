@@ -233,6 +233,15 @@ TEST_CASE("bad images are refused with a reason") {
     auto rng = std::mt19937_64(1);
     CHECK_THROWS_WITH_AS(strict.augment(jpeg, rng, out.data), doctest::Contains("200x150"), SampleError);
   }
+  SUBCASE("a progressive scan bomb is refused quickly") {
+    auto grey = [](int, unsigned char* row) { std::memset(row, 128, 1024); };
+    auto progressive = testing::libjpeg_encode(1024, 1024, 1, JCS_GRAYSCALE, 90,
+                                               [](jpeg_compress_struct& c) { jpeg_simple_progression(&c); }, grey);
+    CHECK(reason(progressive) == "accepted");  // about 10 scans
+    CHECK(reason(testing::with_repeated_last_scan(progressive, 50)) == "accepted");
+    // Stopped at the 101st scan, before the other 900 cost their passes.
+    CHECK(reason(testing::with_repeated_last_scan(progressive, 1000)) == "too many scans");
+  }
   SUBCASE("a PPM whose declared size overflows 64 bits is still too many pixels") {
     const std::string ppm = "P6 4294967296 4294967296 255\n";  // 2^32 x 2^32 wraps to 0
     std::vector<std::byte> bytes(ppm.size());
