@@ -11,6 +11,7 @@
 #include "batch_assembler.h"
 #include "bounded_queue.h"
 #include "skip_counter.h"
+#include "tensorcom/formats/printable.h"
 #include "tensorcom/metadata.h"
 
 namespace tensorcom::pipeline {
@@ -126,7 +127,7 @@ bool ImageServer::read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer) 
   };
   if (std::optional<std::string> problem = source_.read(unit, pass_on)) {
     ++shard_errors_;
-    std::cerr << options_.program << ": " << *problem << '\n';
+    std::cerr << options_.program << ": " << formats::printable(*problem) << '\n';
   }
   return !stopped && !stop_requested();
 }

@@ -2,6 +2,7 @@
 
 #include "tensorcom/error.h"
 #include "tensorcom/formats/file_io.h"
+#include "tensorcom/formats/printable.h"
 #include "tensorcom/formats/shard_reader.h"
 #include "tensorcom/formats/webdataset.h"
 
@@ -17,10 +18,10 @@ bool has_image(const formats::ShardSample& sample) {
 }
 
 // The server's view of a shard sample: its first image and its label.
-RawSample to_raw_sample(formats::ShardSample&& sample, const std::string& shard) {
+RawSample to_raw_sample(formats::ShardSample&& sample, std::string shard) {
   RawSample raw;
   raw.key = std::move(sample.key);
-  raw.shard = shard;
+  raw.shard = std::move(shard);
   for (formats::ShardMember& member : sample.members) {
     if (member.extension == "cls") {
       if (!member.oversized) raw.label = std::string(reinterpret_cast<const char*>(member.data.data()), member.data.size());
@@ -51,8 +52,10 @@ class ShardSource final : public SampleSource {
     };
     try {
       formats::ShardReader reader(shard, std::move(options));
+      // Samples go to peers with their shard's name (--meta): never a pipe's command.
+      const std::string name = formats::public_shard_name(shard, unit);
       while (auto sample = reader.next()) {
-        if (!take(to_raw_sample(std::move(*sample), shard))) return std::nullopt;
+        if (!take(to_raw_sample(std::move(*sample), name))) return std::nullopt;
       }
       if (reader.error()) return "shard " + shard + " ended early: " + *reader.error();
     } catch (const IoError& e) {

@@ -2,6 +2,8 @@
 
 #include <iostream>
 
+#include "tensorcom/formats/printable.h"
+
 namespace tensorcom::pipeline {
 
 SkipCounter::SkipCounter(std::string prefix, std::chrono::milliseconds warning_interval)
@@ -17,8 +19,9 @@ void SkipCounter::skip(const std::string& reason, const std::string& key, const 
     return;
   }
   last_warning_ = now;
-  std::cerr << prefix_ << ": skipped sample '" << key << "' of " << shard << ": " << reason;
-  if (!detail.empty()) std::cerr << " (" << detail << ")";
+  std::cerr << prefix_ << ": skipped sample '" << formats::printable(key) << "' of " << formats::printable(shard)
+            << ": " << reason;
+  if (!detail.empty()) std::cerr << " (" << formats::printable(detail) << ")";
   if (unreported_) std::cerr << "; " << unreported_ << " more skipped since the last warning";
   std::cerr << '\n';
   unreported_ = 0;

@@ -566,6 +566,16 @@ def test_pipe_cat_serves_the_same_samples_as_the_file(clean_data, rundir):
         assert b.summary()[3] == 0
 
 
+def test_meta_names_a_pipe_shard_without_its_command(clean_data, rundir):
+    paths, _ = clean_data
+    secret = "user:s3cret@"
+    command = f"pipe:cat {paths[0]} # https://{secret}example.invalid/train-000007.tar?token=abc"
+    r = run(["-u", command, "--epochs", "1", "--meta", "-b", "8", "-w", "1", "--size", "32", "-r", "0"], rundir)
+    assert r.rc == 0, r
+    shards = {shard for meta in r.metas for shard in meta["shards"]}
+    assert shards == {"train-000007.tar"}
+
+
 def test_pipe_exiting_with_status_3_after_a_whole_archive(clean_data, rundir):
     paths, labels = clean_data
     r = run(["-u", f"pipe:cat {paths[0]}; exit 3", "-u", paths[1], "--epochs", "1", "--meta", "-b", "8",
@@ -837,6 +847,23 @@ def test_gzipped_pax_shard_with_long_and_dotted_keys(root, rundir):
     assert r.rc == 0, r
     got = {k: label for k, label, _ in r.samples()}
     assert got == {k: i for i, k in enumerate(keys)}
+
+
+def test_control_characters_in_member_names_are_escaped_in_messages(root, rundir):
+    rng = np.random.default_rng(22)
+    d = tempfile.mkdtemp(dir=root, prefix="ctl")
+    path = os.path.join(d, "shard.tar")
+    members = [("ok", "jpg", h.encode(h.smooth_image(rng, 64, 64), "jpg")), ("ok", "cls", h.cls(0)),
+               ("evil\x1b[2J\rX", "jpg", b"not an image"), ("evil\x1b[2J\rX", "cls", h.cls(1))]
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+        for key, ext, data in members:
+            info = tarfile.TarInfo(f"{key}.{ext}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    r = run(["-u", path, "--epochs", "1", "-b", "1", "--size", "32", "-r", "0"], rundir)
+    assert r.rc == 0, r
+    assert "evil\\x1b[2J\\rX" in r.err, r.err
+    assert "\x1b" not in r.err and "\r" not in r.err
 
 
 def test_bound_tcp_port_is_reported_and_served(clean_data, root):

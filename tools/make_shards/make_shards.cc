@@ -24,6 +24,7 @@
 #include "synthetic_image.h"
 #include "tensorcom/brace.h"
 #include "tensorcom/error.h"
+#include "tensorcom/formats/printable.h"
 #include "tensorcom/formats/shard_reader.h"
 #include "tensorcom/formats/shard_writer.h"
 #include "tensorcom/formats/tar_encoder.h"
@@ -174,7 +175,7 @@ std::optional<std::string> add_restart_markers(ByteBuffer& image) {
 
 // Counts a JPEG left without restart markers, with a warning naming it.
 void report_unchanged(const std::string& what, const std::string& why, std::uint64_t& count) {
-  std::cerr << "make-shards: " << what << ": packed unchanged: " << why << '\n';
+  std::cerr << "make-shards: " << printable(what) << ": packed unchanged: " << printable(why) << '\n';
   ++count;
 }
 
@@ -228,8 +229,8 @@ class ShardSequence {
   bool has_oversized_member(const ShardSample& sample) {
     for (const ShardMember& member : sample.members) {
       if (!member.oversized) continue;
-      std::cerr << "make-shards: " << shard_->shard() << ": sample " << sample.key << " left out: member "
-                << member.name << " has " << member.size << " bytes; the limit is " << options_.max_member_bytes
+      std::cerr << "make-shards: " << printable(shard_->shard()) << ": sample " << printable(sample.key)
+                << " left out: member " << printable(member.name) << " has " << member.size << " bytes; the limit is " << options_.max_member_bytes
                 << " (--max-member-bytes)\n";
       ++counts_.oversized_samples;
       return true;
@@ -241,8 +242,8 @@ class ShardSequence {
     counts_.skipped_members += shard_->keyless_members();
     if (shard_->error()) {
       ++counts_.damaged_shards;
-      std::cerr << "make-shards: shard ended early, samples after the damage lost: " << shard_->shard() << ": "
-                << *shard_->error() << '\n';
+      std::cerr << "make-shards: shard ended early, samples after the damage lost: " << printable(shard_->shard())
+                << ": " << printable(*shard_->error()) << '\n';
     }
     shard_.reset();
   }

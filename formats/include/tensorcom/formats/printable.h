@@ -1,0 +1,23 @@
+// Names read from outside input (tar member names, shard names, file names)
+// reach messages and terminals: escaped first, so that a hostile name cannot
+// move the cursor, rewrite earlier lines or hide itself.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace tensorcom::formats {
+
+// Returns text with control characters (bytes below 0x20, and 0x7f) and
+// backslashes escaped C-style: "\n", "\t", "\\", "\x1b". Other bytes,
+// UTF-8 included, are kept. At most max_bytes of text are kept; a longer
+// text ends in "...".
+[[nodiscard]] std::string printable(std::string_view text, std::size_t max_bytes = 512);
+
+// The name of a shard that may be told to others (peers receiving --meta):
+// the shard itself for a path, but for "pipe:COMMAND" (which may hold URLs
+// with credentials) only the base name of its last word that names a tar
+// file, without any query; "pipe-shard-N" (N: unit) if no word does.
+[[nodiscard]] std::string public_shard_name(std::string_view shard, std::size_t unit);
+
+}  // namespace tensorcom::formats

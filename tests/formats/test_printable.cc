@@ -1,0 +1,22 @@
+// Escaping outside names for messages, and shard names safe to tell peers.
+#include <doctest/doctest.h>
+
+#include "tensorcom/formats/printable.h"
+
+using namespace tensorcom::formats;
+
+TEST_CASE("control characters are escaped, UTF-8 is kept") {
+  CHECK(printable("plain/name.jpg") == "plain/name.jpg");
+  CHECK(printable("a\nb\tc\\d") == "a\\nb\\tc\\\\d");
+  CHECK(printable("\x1b[2J\x7f") == "\\x1b[2J\\x7f");
+  CHECK(printable("caf\xc3\xa9") == "caf\xc3\xa9");
+  CHECK(printable(std::string(600, 'x')).size() == 512 + 3);
+  CHECK(printable("abcdef", 3) == "abc...");
+}
+
+TEST_CASE("a pipe shard is told by its file's name, never its command") {
+  CHECK(public_shard_name("/data/train-000001.tar", 4) == "/data/train-000001.tar");
+  CHECK(public_shard_name("pipe:curl -s https://u:pw@host/x/train-000002.tar?sig=abc", 4) == "train-000002.tar");
+  CHECK(public_shard_name("pipe:aws s3 cp 's3://bucket/a/b.tar.gz' -", 4) == "b.tar.gz");
+  CHECK(public_shard_name("pipe:secret-command --token xyz", 4) == "pipe-shard-4");
+}
