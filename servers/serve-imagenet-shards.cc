@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> shards;
     cli.options.add_options()("shards,u", po::value(&shards)->required(), "shards to read (repeatable)");
     if (!cli.parse(argc, argv)) return 0;
-    auto source = pipeline::shard_source(brace_expand_all(shards), cli.server.max_image_bytes);
+    auto source = pipeline::shard_source(brace_expand_all(shards), cli.server.max_image_bytes, cli.server.should_stop);
     return pipeline::run_image_server(cli.server, *source);
   });
 }

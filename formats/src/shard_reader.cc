@@ -3,8 +3,13 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <algorithm>
 #include <cerrno>
@@ -50,7 +55,8 @@ ArchivePtr new_reader() {
 // The archive handle and, for "pipe:" shards, the child whose output it reads.
 class ShardReader::Source {
  public:
-  explicit Source(const std::string& shard) : archive_(new_reader()) {
+  Source(const std::string& shard, const std::function<bool()>& cancelled)
+      : archive_(new_reader()), cancelled_(cancelled) {
     if (shard.starts_with(kPipePrefix)) {
       start_command(shard.substr(kPipePrefix.size()));
     } else {
@@ -68,14 +74,15 @@ class ShardReader::Source {
   [[nodiscard]] archive* get() const noexcept { return archive_.get(); }
   [[nodiscard]] const std::optional<std::string>& open_error() const noexcept { return open_error_; }
 
-  // Closes the archive and reaps the command; returns why the command failed, if it did.
+  [[nodiscard]] bool cancelled() const { return cancelled_ && cancelled_(); }
+
+  // Closes the archive and reaps the command (after ending it, if reading
+  // was cancelled); returns why the command failed, if it did.
   [[nodiscard]] std::optional<std::string> finish() {
     archive_.reset();
     if (fd_ >= 0) ::close(std::exchange(fd_, -1));
     if (child_ < 0) return std::nullopt;
-    int status = 0;
-    while (::waitpid(child_, &status, 0) < 0 && errno == EINTR) {
-    }
+    int status = cancelled() ? end_command() : wait_for_command();
     child_ = -1;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return std::nullopt;
     if (WIFEXITED(status)) return "command '" + command_ + "' exited with status " + std::to_string(WEXITSTATUS(status));
@@ -83,6 +90,61 @@ class ShardReader::Source {
   }
 
  private:
+  // Waits for the command to exit; ends it if reading is cancelled meanwhile
+  // (a command may stall after a whole archive).
+  int wait_for_command() {
+    int status = 0;
+    for (;;) {
+      pid_t done = ::waitpid(child_, &status, WNOHANG);
+      if (done == child_ || (done < 0 && errno != EINTR)) return status;
+      if (cancelled()) return end_command();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  int wait_blocking() {
+    int status = 0;
+    while (::waitpid(child_, &status, 0) < 0 && errno == EINTR) {
+    }
+    return status;
+  }
+
+  // SIGTERM to the command's process group (the shell and what it started),
+  // SIGKILL if it is still there a second later.
+  int end_command() {
+    ::kill(-child_, SIGTERM);
+    int status = 0;
+    for (int waited_ms = 0; waited_ms < 1000; waited_ms += 10) {
+      if (::waitpid(child_, &status, WNOHANG) == child_) return status;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(-child_, SIGKILL);
+    return wait_blocking();
+  }
+
+  // libarchive's read callback for a command's output: waits in slices of
+  // 100 ms, so that a stalled command cannot keep a cancelled reader.
+  static la_ssize_t read_output(archive* a, void* client, const void** block) {
+    auto* self = static_cast<Source*>(client);
+    for (;;) {
+      if (self->cancelled()) {
+        archive_set_error(a, ECANCELED, "stopped");
+        return -1;
+      }
+      pollfd p{self->fd_, POLLIN, 0};
+      int ready = ::poll(&p, 1, 100);
+      if (ready < 0 && errno != EINTR) break;
+      if (ready <= 0) continue;
+      ssize_t n = ::read(self->fd_, self->buffer_.data(), self->buffer_.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      *block = self->buffer_.data();
+      return n;
+    }
+    archive_set_error(a, errno, "cannot read the command's output");
+    return -1;
+  }
+
   void start_command(const std::string& command) {
     command_ = command;
     int fds[2];
@@ -95,20 +157,27 @@ class ShardReader::Source {
       throw IoError("cannot start '" + command + "'", code);
     }
     if (pid == 0) {
+      // Its own process group: a terminal's Ctrl-C reaches the server, which
+      // ends the command itself rather than see it die and start it again.
+      ::setpgid(0, 0);
       ::dup2(fds[1], STDOUT_FILENO);
       ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
     ::close(fds[1]);
+    ::setpgid(pid, pid);  // also here, so that no kill can come before the child's own call
     child_ = pid;
     fd_ = fds[0];
-    if (archive_read_open_fd(archive_.get(), fd_, kReadBlock) != ARCHIVE_OK) {
+    buffer_.resize(kReadBlock);
+    if (archive_read_open(archive_.get(), this, nullptr, read_output, nullptr) != ARCHIVE_OK) {
       // Not thrown: the command's exit status says more, and it may be retried.
       open_error_ = "output is not an archive: " + archive_message(archive_.get());
     }
   }
 
   ArchivePtr archive_;
+  const std::function<bool()>& cancelled_;
+  std::vector<std::byte> buffer_;  // a command's output, a block at a time
   pid_t child_ = -1;
   int fd_ = -1;
   std::string command_;
@@ -124,7 +193,7 @@ ShardReader::~ShardReader() = default;
 
 void ShardReader::open() {
   ++attempts_;
-  source_ = std::make_unique<Source>(shard_);
+  source_ = std::make_unique<Source>(shard_, options_.cancelled);
 }
 
 std::optional<ShardSample> ShardReader::next() {
@@ -143,7 +212,13 @@ std::optional<ShardSample> ShardReader::next() {
 // already gave are skipped; returns whether reading goes on.
 bool ShardReader::end_abnormally(const std::string& reason) {
   pending_.reset();  // its members may be incomplete
+  const bool cancelled = source_->cancelled();
   std::optional<std::string> failure = source_->finish();
+  if (cancelled) {
+    error_ = "stopped";
+    done_ = true;
+    return false;
+  }
   if (failure && attempts_ < options_.pipe_attempts) {
     open();
     position_ = 0;

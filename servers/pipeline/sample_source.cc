@@ -36,8 +36,8 @@ RawSample to_raw_sample(formats::ShardSample&& sample, std::string shard) {
 
 class ShardSource final : public SampleSource {
  public:
-  ShardSource(std::vector<std::string> shards, std::uint64_t max_image_bytes)
-      : shards_(std::move(shards)), max_image_bytes_(max_image_bytes) {}
+  ShardSource(std::vector<std::string> shards, std::uint64_t max_image_bytes, std::function<bool()> cancelled)
+      : shards_(std::move(shards)), max_image_bytes_(max_image_bytes), cancelled_(std::move(cancelled)) {}
 
   std::size_t units() const noexcept override { return shards_.size(); }
   const char* unit_name() const noexcept override { return "shards"; }
@@ -46,6 +46,7 @@ class ShardSource final : public SampleSource {
     const std::string& shard = shards_[unit];
     formats::ShardReaderOptions options;
     options.max_member_bytes = max_image_bytes_;
+    options.cancelled = cancelled_;
     // The first image of a sample, and its label: nothing else is read.
     options.wanted = [](const formats::ShardSample& so_far, std::string_view extension) {
       return extension == "cls" || (formats::is_image_extension(extension) && !has_image(so_far));
@@ -57,7 +58,7 @@ class ShardSource final : public SampleSource {
       while (auto sample = reader.next()) {
         if (!take(to_raw_sample(std::move(*sample), name))) return std::nullopt;
       }
-      if (reader.error()) return "shard " + shard + " ended early: " + *reader.error();
+      if (reader.error() && !(cancelled_ && cancelled_())) return "shard " + shard + " ended early: " + *reader.error();
     } catch (const IoError& e) {
       return std::string("skipping shard: ") + e.what();
     }
@@ -67,6 +68,7 @@ class ShardSource final : public SampleSource {
  private:
   std::vector<std::string> shards_;
   std::uint64_t max_image_bytes_;
+  std::function<bool()> cancelled_;
 };
 
 class FolderSource final : public SampleSource {
@@ -104,8 +106,9 @@ class FolderSource final : public SampleSource {
 
 }  // namespace
 
-std::unique_ptr<SampleSource> shard_source(std::vector<std::string> shards, std::uint64_t max_image_bytes) {
-  return std::make_unique<ShardSource>(std::move(shards), max_image_bytes);
+std::unique_ptr<SampleSource> shard_source(std::vector<std::string> shards, std::uint64_t max_image_bytes,
+                                           std::function<bool()> cancelled) {
+  return std::make_unique<ShardSource>(std::move(shards), max_image_bytes, std::move(cancelled));
 }
 
 std::unique_ptr<SampleSource> folder_source(formats::ImageFolder folder, std::uint64_t max_image_bytes) {

@@ -34,9 +34,11 @@ class SampleSource {
 
 // Webdataset shards (paths, file:PATH or pipe:COMMAND): each sample's first
 // image member and its "cls" member; images over max_image_bytes are passed
-// over unread.
+// over unread. `cancelled` (may be empty) is polled while a pipe: command
+// stalls: true ends the command and the shard, without a retry.
 [[nodiscard]] std::unique_ptr<SampleSource> shard_source(std::vector<std::string> shards,
-                                                         std::uint64_t max_image_bytes);
+                                                         std::uint64_t max_image_bytes,
+                                                         std::function<bool()> cancelled = {});
 
 // The images of an ImageFolder tree, labelled by their class; files over
 // max_image_bytes are passed over unread.

@@ -939,6 +939,33 @@ def test_signal_stops_a_forever_server_with_a_summary(clean_data, rundir, signam
         assert b": done: served " in out, out
 
 
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_signal_stops_a_server_reading_a_stalled_pipe_and_ends_the_command(clean_data, rundir, signame):
+    paths, _ = clean_data
+    marker = os.path.join(rundir, "started")
+    # One whole shard, then a command that stalls forever without closing its output.
+    command = f"pipe:cat {paths[0]}; touch {marker}; exec sleep 300"
+    with forever_server(["-u", command, "-b", "4", "--size", "16", "-r", "0", "--shuffle", "0"],
+                        rundir) as (proc, pull):
+        receive(pull, 4)  # libarchive may wait for more output before it gives the last sample
+        deadline = time.monotonic() + 10
+        while not os.path.exists(marker):
+            assert time.monotonic() < deadline, "the command never stalled"
+            time.sleep(0.05)
+        start = time.monotonic()
+        proc.send_signal(getattr(signal, signame))
+        out, err = proc.communicate(timeout=20)
+        assert time.monotonic() - start < 3, (out, err)
+        assert proc.returncode == 0, (out, err)
+        assert b": done: served " in out, out
+        assert err.count(b"sleep 300") == 0, err  # not started again
+    # The stalled command is gone too.
+    time.sleep(0.2)
+    still = subprocess.run(["pgrep", "-f", f"touch {marker}; exec sleep 300"], capture_output=True, text=True)
+    leftover = subprocess.run(["pgrep", "-fx", "sleep 300"], capture_output=True, text=True)
+    assert still.stdout.strip() == "" and leftover.stdout.strip() == "", (still.stdout, leftover.stdout)
+
+
 def test_resample_reads_whole_shards_with_replacement(clean_data, rundir):
     paths, labels = clean_data
     r = run(shard_args(paths) + ["--epochs", "3", "--resample", "--meta", "-b", "8", "--size", "16",

@@ -39,6 +39,10 @@ struct ShardReaderOptions {
   // member's extension; the others are passed over unread (and not listed).
   // Empty: every member.
   std::function<bool(const ShardSample& so_far, std::string_view extension)> wanted;
+  // Polled while waiting on a pipe: command's output (every 100 ms): true
+  // ends the shard at once with error() "stopped", ends the command (SIGTERM
+  // to its process group, SIGKILL a second later) and never starts it again.
+  std::function<bool()> cancelled;
 };
 
 // Not thread-safe; one reader per shard.
