@@ -193,7 +193,7 @@ void convert_images(const DeviceTensor& images, const DeviceTensor& out, const I
     throw ArgumentError("convert_images: images are " + std::string(dtype_name(images.dtype())) + ", not uint8");
   }
   Shape shape = converted_shape(images.shape(), conversion.layout);
-  detail::ChannelAffine affine = detail::channel_affine(conversion, images.shape()[3]);
+  ChannelAffine affine = detail::channel_affine(conversion, images.shape()[3]);
   if (out.dtype() != conversion.dtype || out.shape() != shape || out.device() != images.device()) {
     throw ArgumentError("convert_images: output is " + std::string(dtype_name(out.dtype())) + " " +
                         format_shape(out.shape()) + " on device " + std::to_string(out.device()) + ", expected " +
@@ -204,7 +204,7 @@ void convert_images(const DeviceTensor& images, const DeviceTensor& out, const I
   DeviceScope scope(images.device());
   check_cuda(detail::launch_convert_images(static_cast<const std::uint8_t*>(images.data()), out.data(),
                                            {s[0], s[1], s[2], s[3]}, detail::converted_type(conversion.dtype),
-                                           conversion.layout == ImageLayout::kNCHW, affine,
+                                           conversion.layout == ImageLayout::kBCHW, affine,
                                            static_cast<cudaStream_t>(stream)),
              "image conversion kernel");
 }
@@ -385,7 +385,7 @@ class GpuFeeder::Impl {
     }
     const ImageConversion* conversion = options_.convert ? &*options_.convert : nullptr;
     Shape converted;
-    detail::ChannelAffine affine;
+    ChannelAffine affine;
     std::size_t converted_bytes = 0;
     if (conversion) {
       if (conversion->tensor >= batch.size()) {
@@ -461,7 +461,7 @@ class GpuFeeder::Impl {
         check_cuda(detail::launch_convert_images(reinterpret_cast<const std::uint8_t*>(slot.raw.data() + offsets[i]),
                                                  slot.converted.data(), {s[0], s[1], s[2], s[3]},
                                                  detail::converted_type(conversion->dtype),
-                                                 conversion->layout == ImageLayout::kNCHW, affine, stream),
+                                                 conversion->layout == ImageLayout::kBCHW, affine, stream),
                    "image conversion kernel");
         tensors.emplace_back(conversion->dtype, converted, lane.device, slot.converted.data(), lease, t.info());
       } else {
