@@ -148,10 +148,10 @@ struct Lane {
   }
 };
 
-// Holds one slot out of its lane's pool from the moment the feeder takes it
-// while a DeviceBatch or one of its tensors exists (or until feeding the
-// batch fails); its destructor orders the slot's reuse after the readers'
-// work and gives it back.
+// Holds one slot out of its lane's pool, from when the feeder takes it until
+// the last copy of its DeviceBatch and tensors is gone (or feeding fails);
+// its destructor orders the slot's reuse after the readers' work and gives
+// it back.
 class BatchLease {
  public:
   BatchLease(std::shared_ptr<Lane> lane, std::size_t slot) : lane_(std::move(lane)), slot_(slot) {}
