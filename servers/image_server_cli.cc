@@ -102,13 +102,9 @@ void ImageServerCli::finish() {
     s.augment.crop.ratio_min = v[0];
     s.augment.crop.ratio_max = v[1];
   }
-  if (layout_ == "BHWC" || layout_ == "bhwc") {
-    s.format.layout = ImageLayout::kBHWC;
-  } else if (layout_ == "BCHW" || layout_ == "bchw") {
-    s.format.layout = ImageLayout::kBCHW;
-  } else {
-    throw ArgumentError("--layout '" + layout_ + "': expected BHWC or BCHW");
-  }
+  const std::optional<ImageLayout> layout = parse_layout(layout_);
+  if (!layout || *layout == ImageLayout::kBHW) throw ArgumentError("--layout '" + layout_ + "': expected BHWC or BCHW");
+  s.format.layout = *layout;
   if (dtype_ == "uint8") {
     s.format.pixels = PixelType::kUInt8;
   } else if (dtype_ == "float16") {
@@ -120,6 +116,11 @@ void ImageServerCli::finish() {
   }
   if (!mean_.empty()) s.format.mean = parse_triple(mean_, "mean");
   if (!std_.empty()) s.format.std = parse_triple(std_, "std");
+  try {
+    check_mean_std(s.format.mean, s.format.std);  // refused here, not by every worker
+  } catch (const ArgumentError& e) {
+    throw ArgumentError(std::string("--mean/--std: ") + e.what());
+  }
   if (s.format.batch_size == 0 || s.format.size <= 0 || s.workers <= 0) {
     throw ArgumentError("--batch, --size and --workers must be positive");
   }

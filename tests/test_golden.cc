@@ -4,10 +4,10 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include <cmath>
 #include <cstdlib>
 #include <fstream>
 
+#include "tensorcom/half.h"
 #include "tensorcom/ten_file.h"
 
 using namespace tensorcom;
@@ -23,14 +23,6 @@ fs::path golden_dir() {
 std::vector<char> file_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
-}
-
-float half_to_float(std::uint16_t h) {
-  int exponent = (h >> 10) & 0x1f;
-  int mantissa = h & 0x3ff;
-  float magnitude = exponent == 0 ? std::ldexp(static_cast<float>(mantissa), -24)
-                                  : std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
-  return (h & 0x8000) ? -magnitude : magnitude;
 }
 
 // golden.json: values[k] = ((7k + 3) mod 251) - 100, |.| for unsigned dtypes,

@@ -260,7 +260,7 @@ int main(int argc, char** argv) {
     GpuFeederOptions feed;
     feed.devices.clear();
     for (int d = 0; d < o.gpus; ++d) feed.devices.push_back(d);
-    feed.convert = ImageConversion{};  // float32 NCHW, ImageNet mean and std
+    feed.convert = ImageConversion{};  // float32 BCHW (NCHW), ImageNet mean and std
     ConnectionOptions connection;
     connection.timeout = std::chrono::seconds(o.timeout_s);
     GpuFeeder feeder = GpuFeeder::from_urls(o.urls, connection, feed);

@@ -7,17 +7,17 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tensorcom/image_format.h"
 #include "tensorcom/tensor.h"
 
 namespace tensorcom::pipeline {
 
-enum class ImageLayout { kBHWC, kBCHW };
 enum class PixelType { kUInt8, kFloat16, kFloat32 };
 
 struct BatchFormat {
   int size = 224;                  // image height and width
   std::size_t batch_size = 32;     // images per batch
-  ImageLayout layout = ImageLayout::kBHWC;
+  ImageLayout layout = ImageLayout::kBHWC;  // kBHWC or kBCHW
   PixelType pixels = PixelType::kUInt8;
   // Float outputs are (x / 255 - mean) / std per RGB channel (ImageNet's by default).
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
@@ -33,9 +33,7 @@ struct BatchFormat {
 };
 
 // Writes one augmented uint8 HWC image into dst in the batch's format.
+// Throws ArgumentError for a float format whose mean or std channel_affine refuses.
 void convert_image(const BatchFormat& format, const std::uint8_t* hwc, std::byte* dst);
-
-// IEEE half precision, round to nearest even.
-[[nodiscard]] std::uint16_t float_to_half(float value) noexcept;
 
 }  // namespace tensorcom::pipeline

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "tensorcom/gpu_feeder.h"
+#include "tensorcom/half.h"
 #include "test_support.h"
 
 #if TENSORCOM_TEST_CUDA
@@ -98,12 +99,7 @@ float round_to(DeviceDType dtype, float x) {
     std::memcpy(&x, &bits, 4);
     return x;
   }
-  if (dtype == DeviceDType::kFloat16) {
-    // Values here are within half's normal range: round the mantissa to 10 bits.
-    if (std::fabs(x) < 6.1035e-5f) return std::nearbyint(x / 5.9604645e-8f) * 5.9604645e-8f;  // subnormal
-    bits = (bits + 0xfff + ((bits >> 13) & 1)) & 0xffffe000u;
-    std::memcpy(&x, &bits, 4);
-  }
+  if (dtype == DeviceDType::kFloat16) return half_to_float(float_to_half(x));
   return x;
 }
 
@@ -115,17 +111,8 @@ float stored_to_float(DeviceDType dtype, const std::byte* p) {
   }
   std::uint16_t h;
   std::memcpy(&h, p, 2);
-  std::uint32_t bits;
-  if (dtype == DeviceDType::kBFloat16) {
-    bits = std::uint32_t{h} << 16;
-  } else {
-    const std::uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-    if (exp == 0) {
-      float f = std::ldexp(static_cast<float>(man), -24);
-      return sign ? -f : f;
-    }
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  }
+  if (dtype == DeviceDType::kFloat16) return half_to_float(h);
+  const std::uint32_t bits = std::uint32_t{h} << 16;  // bfloat16: the top half of a float
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
@@ -145,7 +132,7 @@ void check_conversion(const Tensor& images, const DeviceTensor& out, const Image
           const float mean = conversion.mean.size() == 1 ? conversion.mean[0] : conversion.mean[c];
           const float sd = conversion.std.size() == 1 ? conversion.std[0] : conversion.std[c];
           const float want = round_to(conversion.dtype, (px[((b * H + y) * W + x) * C + c] / 255.0f - mean) / sd);
-          const std::int64_t index = conversion.layout == ImageLayout::kNCHW ? ((b * C + c) * H + y) * W + x
+          const std::int64_t index = conversion.layout == ImageLayout::kBCHW ? ((b * C + c) * H + y) * W + x
                                                                              : ((b * H + y) * W + x) * C + c;
           const float got = stored_to_float(conversion.dtype, bytes.data() + index * item);
           // The kernel computes x * scale + bias (one fma), the reference
@@ -180,8 +167,8 @@ TEST_CASE("image conversion kernel matches the CPU reference") {
   REQUIRE(cudaMemcpy(in.p, images.data(), images.nbytes(), cudaMemcpyHostToDevice) == cudaSuccess);
   DeviceTensor device_images(DeviceDType::kUInt8, images.shape(), 0, in.p, nullptr);
   for (DeviceDType dtype : {DeviceDType::kFloat32, DeviceDType::kFloat16, DeviceDType::kBFloat16}) {
-    for (ImageLayout layout : {ImageLayout::kNCHW, ImageLayout::kNHWC}) {
-      const std::string label = std::string(dtype_name(dtype)) + (layout == ImageLayout::kNCHW ? " NCHW" : " NHWC");
+    for (ImageLayout layout : {ImageLayout::kBCHW, ImageLayout::kBHWC}) {
+      const std::string label = std::string(dtype_name(dtype)) + " " + std::string(layout_name(layout));
       INFO(label);
       ImageConversion conversion;
       conversion.dtype = dtype;
@@ -210,10 +197,10 @@ TEST_CASE("image conversion kernel matches the CPU reference") {
   SUBCASE("mismatched output or bad conversion: ArgumentError") {
     ImageConversion conversion;
     DeviceMemory out(images.numel() * 4);
-    DeviceTensor wrong(DeviceDType::kFloat32, images.shape(), 0, out.p, nullptr);  // NHWC shape for NCHW
+    DeviceTensor wrong(DeviceDType::kFloat32, images.shape(), 0, out.p, nullptr);  // BHWC shape for BCHW
     CHECK_THROWS_AS(convert_images(device_images, wrong, conversion, nullptr), ArgumentError);
     conversion.std = {1.0f, 0.0f, 1.0f};
-    DeviceTensor right(DeviceDType::kFloat32, converted_shape(images.shape(), ImageLayout::kNCHW), 0, out.p, nullptr);
+    DeviceTensor right(DeviceDType::kFloat32, converted_shape(images.shape(), ImageLayout::kBCHW), 0, out.p, nullptr);
     CHECK_THROWS_AS(convert_images(device_images, right, conversion, nullptr), ArgumentError);
   }
 }
@@ -401,7 +388,7 @@ TEST_CASE("without CUDA, GPU feeding says it is not available") {
   std::vector<std::string> urls{"zpull+ipc:///nonexistent/x"};
   CHECK_THROWS_AS((void)GpuFeeder::from_urls(urls, {}, {}), UnavailableError);
   // The host-side parts still work.
-  CHECK(converted_shape({2, 5, 7, 3}, ImageLayout::kNCHW) == Shape{2, 3, 5, 7});
+  CHECK(converted_shape({2, 5, 7, 3}, ImageLayout::kBCHW) == Shape{2, 3, 5, 7});
   CHECK(itemsize(DeviceDType::kBFloat16) == 2);
   CHECK(dtype_name(DeviceDType::kBFloat16) == "bfloat16");
   DeviceBatch empty;

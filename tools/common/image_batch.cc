@@ -1,8 +1,5 @@
 #include "image_batch.h"
 
-#include <bit>
-#include <cmath>
-
 namespace tensorcom::tools {
 
 namespace {
@@ -12,15 +9,6 @@ bool is_channel_count(std::int64_t n) noexcept { return n == 1 || n == 3 || n ==
 bool is_image_dtype(DType dtype) noexcept { return dtype == DType::kUInt8 || is_float(dtype); }
 
 }  // namespace
-
-std::string_view layout_name(ImageLayout layout) noexcept {
-  switch (layout) {
-    case ImageLayout::kBHWC: return "BHWC";
-    case ImageLayout::kBCHW: return "BCHW";
-    case ImageLayout::kBHW: return "BHW";
-  }
-  return "?";
-}
 
 bool is_integer(DType dtype) noexcept { return !is_float(dtype); }
 
@@ -84,20 +72,6 @@ std::vector<std::int64_t> integer_values(const Tensor& tensor) {
     for (std::size_t i = 0; i < values.size(); ++i) out[i] = static_cast<std::int64_t>(values[i]);
     return out;
   });
-}
-
-float half_to_float(std::uint16_t half) noexcept {
-  const std::uint32_t sign = static_cast<std::uint32_t>(half & 0x8000u) << 16;
-  const std::uint32_t exponent = (half >> 10) & 0x1Fu;
-  const std::uint32_t mantissa = half & 0x3FFu;
-  if (exponent == 0x1F) {  // infinity or NaN: keep the payload
-    return std::bit_cast<float>(sign | 0x7F800000u | (mantissa << 13));
-  }
-  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in float
-    float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-    return sign ? -magnitude : magnitude;
-  }
-  return std::bit_cast<float>(sign | ((exponent + 127 - 15) << 23) | (mantissa << 13));
 }
 
 std::string describe_tensor(const Tensor& tensor) {

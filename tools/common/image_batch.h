@@ -7,21 +7,13 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "tensorcom/half.h"
+#include "tensorcom/image_format.h"
 #include "tensorcom/tensor.h"
 
 namespace tensorcom::tools {
-
-enum class ImageLayout {
-  kBHWC,  // channels last (NumPy, TensorFlow)
-  kBCHW,  // channels first (PyTorch)
-  kBHW,   // greyscale without a channel dimension
-};
-
-// Returns: "BHWC", "BCHW" or "BHW".
-[[nodiscard]] std::string_view layout_name(ImageLayout layout) noexcept;
 
 struct ImageTensorInfo {
   std::size_t index = 0;  // position of the tensor in its batch
@@ -67,9 +59,6 @@ struct ImageTensorInfo {
 
 [[nodiscard]] bool is_integer(DType dtype) noexcept;
 [[nodiscard]] bool is_float(DType dtype) noexcept;
-
-// IEEE 754 binary16 to float, exactly (every half is a float).
-[[nodiscard]] float half_to_float(std::uint16_t half) noexcept;
 
 // Calls f(std::span<const T>) with the elements of tensor as its own element
 // type T; float16 elements are first converted to a float copy, since C++

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -16,24 +17,41 @@
 
 namespace tensorcom {
 
-// Element types on the GPU: every tenbin dtype, in the same order, plus
-// bfloat16, which the image conversion can produce but tenbin cannot carry.
+// Element types on the GPU: every tenbin dtype, with DType's value, plus
+// bfloat16 (after them), which the image conversion can produce but tenbin
+// cannot carry.
 enum class DeviceDType : std::uint8_t {
-  kFloat16,
-  kFloat32,
-  kFloat64,
-  kInt8,
-  kInt16,
-  kInt32,
-  kInt64,
-  kUInt8,
-  kUInt16,
-  kUInt32,
-  kUInt64,
-  kBFloat16,
+  kFloat16 = static_cast<std::uint8_t>(DType::kFloat16),
+  kFloat32 = static_cast<std::uint8_t>(DType::kFloat32),
+  kFloat64 = static_cast<std::uint8_t>(DType::kFloat64),
+  kInt8 = static_cast<std::uint8_t>(DType::kInt8),
+  kInt16 = static_cast<std::uint8_t>(DType::kInt16),
+  kInt32 = static_cast<std::uint8_t>(DType::kInt32),
+  kInt64 = static_cast<std::uint8_t>(DType::kInt64),
+  kUInt8 = static_cast<std::uint8_t>(DType::kUInt8),
+  kUInt16 = static_cast<std::uint8_t>(DType::kUInt16),
+  kUInt32 = static_cast<std::uint8_t>(DType::kUInt32),
+  kUInt64 = static_cast<std::uint8_t>(DType::kUInt64),
+  kBFloat16 = static_cast<std::uint8_t>(std::size(kAllDTypes)),
 };
 
-// The device dtype of a tenbin dtype.
+namespace detail {
+// True when DType's values are 0 .. N-1 for its N dtypes, so that each keeps
+// its value as a DeviceDType and kBFloat16 (N) is none of them.
+constexpr bool dtype_values_are_dense() noexcept {
+  bool seen[std::size(kAllDTypes)] = {};
+  for (DType dtype : kAllDTypes) {
+    const auto value = static_cast<std::size_t>(dtype);
+    if (value >= std::size(kAllDTypes) || seen[value]) return false;
+    seen[value] = true;
+  }
+  return true;
+}
+}  // namespace detail
+static_assert(detail::dtype_values_are_dense(), "DeviceDType keeps DType's values: they must be 0 .. N-1");
+static_assert(std::size(kAllDTypes) == 11, "a new DType needs its DeviceDType enumerator");
+
+// The device dtype of a tenbin dtype (the same value, by construction above).
 [[nodiscard]] constexpr DeviceDType device_dtype(DType dtype) noexcept { return static_cast<DeviceDType>(dtype); }
 // Bytes per element: 1, 2, 4 or 8.
 [[nodiscard]] std::size_t itemsize(DeviceDType dtype) noexcept;

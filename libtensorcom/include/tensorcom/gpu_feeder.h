@@ -3,7 +3,7 @@
 //
 //   tensorcom::GpuFeederOptions options;
 //   options.devices = {0, 1};
-//   options.convert = tensorcom::ImageConversion{};  // uint8 BHWC -> float32 NCHW, ImageNet mean/std
+//   options.convert = tensorcom::ImageConversion{};  // uint8 BHWC -> float32 BCHW, ImageNet mean/std
 //   tensorcom::GpuFeeder feeder(tensorcom::Connection({"zsub://127.0.0.1:7880"}), options);
 //   // one thread per GPU:
 //   while (auto batch = feeder.next(lane)) {
@@ -36,6 +36,7 @@
 #include "tensorcom/connection.h"
 #include "tensorcom/device_tensor.h"
 #include "tensorcom/error.h"
+#include "tensorcom/image_format.h"
 #include "tensorcom/tensor.h"
 
 namespace tensorcom {
@@ -53,24 +54,20 @@ using GpuEvent = void*;
 //   device or fails (the message names CUDA's error).
 [[nodiscard]] int gpu_device_count();
 
-// Layout of converted images.
-enum class ImageLayout {
-  kNCHW,  // planar: (B, C, H, W), PyTorch's default
-  kNHWC,  // channels last: (B, H, W, C)
-};
-
 // On-GPU conversion of one tensor of each batch: uint8 (B, H, W, C) pixels,
-// 1 <= C <= 4, to floats (x / 255 - mean[c]) / std[c], in one kernel.
+// 1 <= C <= 4, to floats (x / 255 - mean[c]) / std[c] (channel_affine in
+// image_format.h), in one kernel.
 struct ImageConversion {
   std::size_t tensor = 0;                        // which tensor of the batch holds the images
   DeviceDType dtype = DeviceDType::kFloat32;     // kFloat16, kBFloat16 or kFloat32
-  ImageLayout layout = ImageLayout::kNCHW;       // of the result
+  ImageLayout layout = ImageLayout::kBCHW;       // of the result: kBCHW (NCHW) or kBHWC (NHWC)
   std::vector<float> mean{0.485f, 0.456f, 0.406f};  // per channel (ImageNet's), or one value for all
   std::vector<float> std{0.229f, 0.224f, 0.225f};   // likewise; every value non-zero
 };
 
 // The shape of the converted images for uint8 images of shape (B, H, W, C).
-// Throws ArgumentError unless `images` is 4-d with 1 <= C <= 4.
+// Throws ArgumentError unless `images` is 4-d with 1 <= C <= 4 and layout is
+// kBCHW or kBHWC.
 [[nodiscard]] Shape converted_shape(const Shape& images, ImageLayout layout);
 
 // Converts uint8 (B, H, W, C) `images` into `out` (the dtype and

@@ -1,12 +1,13 @@
 // Internal: the launcher of the image conversion kernel (convert_images.cu).
-// Plain types only, so that nvcc need not see the C++20 headers.
+// Plain types only, so that nvcc need not see the C++20 headers: the affine
+// map comes from the codec's C++17 header channel_affine.h.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "channel_affine.h"
+#include "tensorcom/channel_affine.h"
 
 namespace tensorcom::detail {
 

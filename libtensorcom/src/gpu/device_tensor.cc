@@ -3,6 +3,7 @@
 #include "tensorcom/device_tensor.h"
 
 #include <limits>
+#include <string>
 
 #include "feeder_common.h"
 #include "tensorcom/gpu_feeder.h"
@@ -35,8 +36,12 @@ Shape converted_shape(const Shape& images, ImageLayout layout) {
     throw ArgumentError("image conversion needs uint8 images of shape (B, H, W, C) with 1 <= C <= 4, not " +
                         format_shape(images));
   }
-  if (layout == ImageLayout::kNHWC) return images;
-  return {images[0], images[3], images[1], images[2]};
+  switch (layout) {
+    case ImageLayout::kBHWC: return images;
+    case ImageLayout::kBCHW: return {images[0], images[3], images[1], images[2]};
+    case ImageLayout::kBHW: break;
+  }
+  throw ArgumentError("image conversion produces BCHW or BHWC images, not " + std::string(layout_name(layout)));
 }
 
 DeviceBatch::DeviceBatch(std::vector<DeviceTensor> tensors, int device, std::uint64_t sequence,
@@ -45,40 +50,37 @@ DeviceBatch::DeviceBatch(std::vector<DeviceTensor> tensors, int device, std::uin
 
 namespace detail {
 
+namespace {
+
+// Runs check(), naming the image conversion in the message of its ArgumentError.
+template <class Check>
+decltype(auto) in_conversion(Check check) {
+  try {
+    return check();
+  } catch (const ArgumentError& e) {
+    throw ArgumentError(std::string("image conversion: ") + e.what());
+  }
+}
+
+}  // namespace
+
 void check_conversion(const ImageConversion& conversion) {
   if (conversion.dtype != DeviceDType::kFloat16 && conversion.dtype != DeviceDType::kBFloat16 &&
       conversion.dtype != DeviceDType::kFloat32) {
     throw ArgumentError("image conversion: dtype " + std::string(dtype_name(conversion.dtype)) +
                         " is not float16, bfloat16 or float32");
   }
-  for (const auto* values : {&conversion.mean, &conversion.std}) {
-    if (values->empty() || values->size() > kMaxChannels) {
-      throw ArgumentError("image conversion: mean and std need 1 to 4 values, not " + std::to_string(values->size()));
-    }
+  if (conversion.layout != ImageLayout::kBCHW && conversion.layout != ImageLayout::kBHWC) {
+    throw ArgumentError("image conversion: layout " + std::string(layout_name(conversion.layout)) +
+                        " is not BCHW or BHWC");
   }
-  for (float s : conversion.std) {
-    if (!(s != 0.0f) || !std::isfinite(s)) throw ArgumentError("image conversion: std " + std::to_string(s) + " is zero or not finite");
-  }
+  in_conversion([&] { check_mean_std(conversion.mean, conversion.std); });
 }
 
 ChannelAffine channel_affine(const ImageConversion& conversion, std::int64_t channels) {
   check_conversion(conversion);
-  auto pick = [&](const std::vector<float>& values, std::int64_t c, const char* name) {
-    if (values.size() == 1) return values[0];
-    if (static_cast<std::int64_t>(values.size()) != channels) {
-      throw ArgumentError(std::string("image conversion: ") + name + " has " + std::to_string(values.size()) +
-                          " values for " + std::to_string(channels) + " channels");
-    }
-    return values[static_cast<std::size_t>(c)];
-  };
-  ChannelAffine affine;
-  for (std::int64_t c = 0; c < channels; ++c) {
-    // (x / 255 - mean) / std == x * scale + bias
-    const float mean = pick(conversion.mean, c, "mean"), std = pick(conversion.std, c, "std");
-    affine.scale[c] = 1.0f / (255.0f * std);
-    affine.bias[c] = -mean / std;
-  }
-  return affine;
+  return in_conversion(
+      [&] { return tensorcom::channel_affine(conversion.mean, conversion.std, static_cast<std::size_t>(channels)); });
 }
 
 }  // namespace detail

@@ -52,6 +52,42 @@ ConvertedType converted_type(DeviceDType dtype) {
   }
 }
 
+// A conversion checked against the images it converts, ready to launch:
+// what convert_images() and the feeder's batches both need.
+struct ConversionPlan {
+  Shape converted;        // the result's shape
+  std::size_t bytes = 0;  // the result's size
+  ImageGeometry geometry;  // of the uint8 (B, H, W, C) input
+  ConvertedType type = ConvertedType::kFloat32;
+  bool planar = true;  // BCHW, else BHWC
+  ChannelAffine affine;
+};
+
+// Throws ArgumentError, naming `images` in its message, unless they are
+// uint8 (B, H, W, C) with 1 <= C <= 4 and the conversion can be applied.
+ConversionPlan plan_conversion(const ImageConversion& conversion, DeviceDType dtype, const Shape& shape,
+                               const std::string& images) {
+  if (dtype != DeviceDType::kUInt8) {
+    throw ArgumentError("image conversion: " + images + " is " + std::string(dtype_name(dtype)) + ", not uint8");
+  }
+  ConversionPlan plan;
+  plan.converted = converted_shape(shape, conversion.layout);
+  plan.affine = channel_affine(conversion, shape[3]);
+  plan.bytes = static_cast<std::size_t>(checked_nbytes(plan.converted, itemsize(conversion.dtype)).value());
+  plan.geometry = {shape[0], shape[1], shape[2], shape[3]};
+  plan.type = converted_type(conversion.dtype);
+  plan.planar = conversion.layout == ImageLayout::kBCHW;
+  return plan;
+}
+
+// Queues the planned conversion of the pixels at `in` into `out` on `stream`
+// (of the current device).
+void launch_conversion(const ConversionPlan& plan, const void* in, void* out, cudaStream_t stream) {
+  check_cuda(launch_convert_images(static_cast<const std::uint8_t*>(in), out, plan.geometry, plan.type, plan.planar,
+                                   plan.affine, stream),
+             "image conversion kernel");
+}
+
 }  // namespace
 
 // One device buffer of a lane's pool, and the events that order its reuse.
@@ -112,9 +148,10 @@ struct Lane {
   }
 };
 
-// Holds one slot out of its lane's pool while a DeviceBatch or one of its
-// tensors exists; its destructor orders the slot's reuse after the readers'
-// work and gives it back.
+// Holds one slot out of its lane's pool, from when the feeder takes it until
+// the last copy of its DeviceBatch and tensors is gone (or feeding fails);
+// its destructor orders the slot's reuse after the readers' work and gives
+// it back.
 class BatchLease {
  public:
   BatchLease(std::shared_ptr<Lane> lane, std::size_t slot) : lane_(std::move(lane)), slot_(slot) {}
@@ -189,24 +226,16 @@ bool gpu_feeding_available() noexcept {
 
 void convert_images(const DeviceTensor& images, const DeviceTensor& out, const ImageConversion& conversion,
                     GpuStream stream) {
-  if (images.dtype() != DeviceDType::kUInt8) {
-    throw ArgumentError("convert_images: images are " + std::string(dtype_name(images.dtype())) + ", not uint8");
-  }
-  Shape shape = converted_shape(images.shape(), conversion.layout);
-  detail::ChannelAffine affine = detail::channel_affine(conversion, images.shape()[3]);
-  if (out.dtype() != conversion.dtype || out.shape() != shape || out.device() != images.device()) {
+  const detail::ConversionPlan plan =
+      detail::plan_conversion(conversion, images.dtype(), images.shape(), "the images tensor");
+  if (out.dtype() != conversion.dtype || out.shape() != plan.converted || out.device() != images.device()) {
     throw ArgumentError("convert_images: output is " + std::string(dtype_name(out.dtype())) + " " +
                         format_shape(out.shape()) + " on device " + std::to_string(out.device()) + ", expected " +
-                        std::string(dtype_name(conversion.dtype)) + " " + format_shape(shape) + " on device " +
-                        std::to_string(images.device()));
+                        std::string(dtype_name(conversion.dtype)) + " " + format_shape(plan.converted) +
+                        " on device " + std::to_string(images.device()));
   }
-  const Shape& s = images.shape();
   DeviceScope scope(images.device());
-  check_cuda(detail::launch_convert_images(static_cast<const std::uint8_t*>(images.data()), out.data(),
-                                           {s[0], s[1], s[2], s[3]}, detail::converted_type(conversion.dtype),
-                                           conversion.layout == ImageLayout::kNCHW, affine,
-                                           static_cast<cudaStream_t>(stream)),
-             "image conversion kernel");
+  detail::launch_conversion(plan, images.data(), out.data(), static_cast<cudaStream_t>(stream));
 }
 
 // ---- DeviceBatch ----
@@ -371,123 +400,133 @@ class GpuFeeder::Impl {
     return slot;
   }
 
+  // Where one batch goes in a slot, and its conversion.
+  struct BatchPlan {
+    std::vector<std::size_t> offsets;  // of each tensor in the slot's raw buffer
+    std::size_t raw_bytes = 0;
+    std::optional<detail::ConversionPlan> conversion;  // of tensor options_.convert->tensor
+  };
+
   // Stages `batch` and queues its copy (and conversion) to the lane's device.
-  // Returns false when the feeder is stopping.
-  bool feed(const std::shared_ptr<detail::Lane>& lane_ptr, TensorList batch, std::uint64_t sequence) {
-    detail::Lane& lane = *lane_ptr;
-    DeviceScope scope(lane.device);
-
-    std::vector<std::size_t> offsets;
-    std::size_t total = 0;
-    for (const Tensor& t : batch) {
-      offsets.push_back(total);
-      total = detail::align_up(total + t.nbytes());
-    }
-    const ImageConversion* conversion = options_.convert ? &*options_.convert : nullptr;
-    Shape converted;
-    detail::ChannelAffine affine;
-    std::size_t converted_bytes = 0;
-    if (conversion) {
-      if (conversion->tensor >= batch.size()) {
-        throw ArgumentError("image conversion: batch " + std::to_string(sequence) + " has " +
-                            std::to_string(batch.size()) + " tensors, no tensor " + std::to_string(conversion->tensor));
-      }
-      const Tensor& images = batch[conversion->tensor];
-      if (images.dtype() != DType::kUInt8) {
-        throw ArgumentError("image conversion: tensor " + std::to_string(conversion->tensor) + " is " +
-                            std::string(dtype_name(images.dtype())) + ", not uint8");
-      }
-      converted = converted_shape(images.shape(), conversion->layout);
-      affine = detail::channel_affine(*conversion, images.shape()[3]);
-      converted_bytes = images.nbytes() * itemsize(conversion->dtype);
-    }
-
-    std::optional<std::size_t> slot_index = take_slot(lane);
+  // Returns false when the feeder is stopping. Throws ArgumentError for a
+  // batch that the conversion cannot take, Error if CUDA fails.
+  bool feed(const std::shared_ptr<detail::Lane>& lane, TensorList batch, std::uint64_t sequence) {
+    DeviceScope scope(lane->device);
+    const BatchPlan plan = plan_batch(batch, sequence);
+    const std::optional<std::size_t> slot_index = take_slot(*lane);
     if (!slot_index) return false;
-    // Until the batch is queued, the slot goes back to the pool on any error.
-    bool queued = false;
-    struct SlotReturn {
-      detail::Lane& lane;
-      std::size_t slot;
-      const bool& queued;
-      ~SlotReturn() {
-        if (queued) return;
-        std::lock_guard lock(lane.mutex);
-        lane.free_slots.push_back(slot);
-        lane.changed.notify_all();
-      }
-    } slot_return{lane, *slot_index, queued};
-    detail::Slot& slot = lane.slots[*slot_index];
+    // The lease owns the slot from here: it goes back to the pool when the
+    // batch's last tensor is gone, or at once if a step below throws.
+    auto lease = std::make_shared<detail::BatchLease>(lane, *slot_index);
+    detail::Slot& slot = lane->slots[*slot_index];
+    grow_slot(slot, plan);
+    wait_for_release(slot, lane->stream.get());
+    stage_and_copy(*lane, batch, plan, slot.raw.data());
+    std::vector<DeviceTensor> tensors = device_tensors(*lane, slot, batch, plan, lease);
+    check_cuda(cudaEventRecord(slot.ready.get(), lane->stream.get()), "cudaEventRecord after a batch");
+    enqueue(*lane, std::move(batch), DeviceBatch(std::move(tensors), lane->device, sequence, std::move(lease)));
+    return true;
+  }
 
-    if (slot.raw.size() < total || slot.converted.size() < converted_bytes) {
-      // The old buffers may still be read behind the release events.
-      for (std::size_t i = 0; i < slot.pending_released; ++i) {
-        check_cuda(cudaEventSynchronize(slot.released[i].get()), "cudaEventSynchronize before growing a buffer");
-      }
-      if (slot.raw.size() < total) {
-        slot.raw = {};
-        slot.raw = detail::DeviceBuffer::allocate(total);
-      }
-      if (slot.converted.size() < converted_bytes) {
-        slot.converted = {};
-        slot.converted = detail::DeviceBuffer::allocate(converted_bytes);
-      }
+  // Lays the batch's tensors out at aligned offsets and checks its conversion.
+  BatchPlan plan_batch(const TensorList& batch, std::uint64_t sequence) const {
+    BatchPlan plan;
+    for (const Tensor& t : batch) {
+      plan.offsets.push_back(plan.raw_bytes);
+      plan.raw_bytes = detail::align_up(plan.raw_bytes + t.nbytes());
     }
-    cudaStream_t stream = lane.stream.get();
+    if (!options_.convert) return plan;
+    const ImageConversion& conversion = *options_.convert;
+    if (conversion.tensor >= batch.size()) {
+      throw ArgumentError("image conversion: batch " + std::to_string(sequence) + " has " +
+                          std::to_string(batch.size()) + " tensors, no tensor " + std::to_string(conversion.tensor));
+    }
+    const Tensor& images = batch[conversion.tensor];
+    plan.conversion = detail::plan_conversion(conversion, device_dtype(images.dtype()), images.shape(),
+                                              "tensor " + std::to_string(conversion.tensor) + " of batch " +
+                                                  std::to_string(sequence));
+    return plan;
+  }
+
+  // Makes the slot's device buffers large enough for the batch.
+  static void grow_slot(detail::Slot& slot, const BatchPlan& plan) {
+    const std::size_t converted_bytes = plan.conversion ? plan.conversion->bytes : 0;
+    if (slot.raw.size() >= plan.raw_bytes && slot.converted.size() >= converted_bytes) return;
+    // The old buffers may still be read behind the release events.
+    for (std::size_t i = 0; i < slot.pending_released; ++i) {
+      check_cuda(cudaEventSynchronize(slot.released[i].get()), "cudaEventSynchronize before growing a buffer");
+    }
+    if (slot.raw.size() < plan.raw_bytes) {
+      slot.raw = {};
+      slot.raw = detail::DeviceBuffer::allocate(plan.raw_bytes);
+    }
+    if (slot.converted.size() < converted_bytes) {
+      slot.converted = {};
+      slot.converted = detail::DeviceBuffer::allocate(converted_bytes);
+    }
+  }
+
+  // Orders the lane's next copies into the slot after the work of those who
+  // read its last batch.
+  static void wait_for_release(detail::Slot& slot, cudaStream_t stream) {
     for (std::size_t i = 0; i < slot.pending_released; ++i) {
       check_cuda(cudaStreamWaitEvent(stream, slot.released[i].get(), 0), "cudaStreamWaitEvent on a released batch");
     }
     slot.pending_released = 0;
+  }
 
+  // Copies the batch into the lane's next pinned buffer and queues its copy
+  // to `device` on the lane's stream.
+  void stage_and_copy(detail::Lane& lane, const TensorList& batch, const BatchPlan& plan, std::byte* device) {
     detail::Staging& staging = lane.staging[lane.next_staging];
     lane.next_staging = (lane.next_staging + 1) % lane.staging.size();
     check_cuda(cudaEventSynchronize(staging.copied.get()), "cudaEventSynchronize on a staging buffer");
-    if (staging.host.size() < total) {
+    if (staging.host.size() < plan.raw_bytes) {
       staging.host = {};
-      staging.host = detail::PinnedBuffer::allocate(total);
+      staging.host = detail::PinnedBuffer::allocate(plan.raw_bytes);
     }
-
-    auto start = std::chrono::steady_clock::now();
-    stage_and_copy(batch, offsets, staging.host.data(), slot.raw.data(), stream);
-    check_cuda(cudaEventRecord(staging.copied.get(), stream), "cudaEventRecord after a copy");
+    const auto start = std::chrono::steady_clock::now();
+    copy_in_chunks(batch, plan.offsets, staging.host.data(), device, lane.stream.get());
+    check_cuda(cudaEventRecord(staging.copied.get(), lane.stream.get()), "cudaEventRecord after a copy");
     add_seconds(&GpuFeederStats::staging_seconds, detail::seconds_since(start));
+  }
 
+  // The batch's tensors on the device, converting the images on the lane's
+  // stream; each holds the lease.
+  std::vector<DeviceTensor> device_tensors(detail::Lane& lane, detail::Slot& slot, const TensorList& batch,
+                                           const BatchPlan& plan, const std::shared_ptr<detail::BatchLease>& lease) {
     std::vector<DeviceTensor> tensors;
-    auto lease = std::make_shared<detail::BatchLease>(lane_ptr, *slot_index);
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const Tensor& t = batch[i];
-      if (conversion && i == conversion->tensor) {
-        const Shape& s = t.shape();
-        check_cuda(detail::launch_convert_images(reinterpret_cast<const std::uint8_t*>(slot.raw.data() + offsets[i]),
-                                                 slot.converted.data(), {s[0], s[1], s[2], s[3]},
-                                                 detail::converted_type(conversion->dtype),
-                                                 conversion->layout == ImageLayout::kNCHW, affine, stream),
-                   "image conversion kernel");
-        tensors.emplace_back(conversion->dtype, converted, lane.device, slot.converted.data(), lease, t.info());
+      std::byte* raw = slot.raw.data() + plan.offsets[i];
+      if (plan.conversion && i == options_.convert->tensor) {
+        detail::launch_conversion(*plan.conversion, raw, slot.converted.data(), lane.stream.get());
+        tensors.emplace_back(options_.convert->dtype, plan.conversion->converted, lane.device, slot.converted.data(),
+                             lease, t.info());
       } else {
-        tensors.emplace_back(device_dtype(t.dtype()), t.shape(), lane.device, slot.raw.data() + offsets[i], lease,
-                             t.info());
+        tensors.emplace_back(device_dtype(t.dtype()), t.shape(), lane.device, raw, lease, t.info());
       }
     }
-    check_cuda(cudaEventRecord(slot.ready.get(), stream), "cudaEventRecord after a batch");
+    return tensors;
+  }
 
+  // Hands the device batch to next() and counts it.
+  void enqueue(detail::Lane& lane, TensorList batch, DeviceBatch device_batch) {
     const std::uint64_t bytes = batch_bytes(batch);
     batch.clear();  // the received message goes back before we wait on anything else
     {
       std::lock_guard lock(lane.mutex);
-      lane.ready.emplace_back(std::move(tensors), lane.device, sequence, std::move(lease));
-      queued = true;
+      lane.ready.push_back(std::move(device_batch));
       lane.changed.notify_all();
     }
     std::lock_guard lock(stats_mutex_);
     ++stats_.batches;
     stats_.bytes += bytes;
-    return true;
   }
 
   // memcpy's every tensor into pinned memory and queues host-to-device
   // copies of what is staged each time chunk_bytes have accumulated.
-  void stage_and_copy(const TensorList& batch, const std::vector<std::size_t>& offsets, std::byte* host,
+  void copy_in_chunks(const TensorList& batch, const std::vector<std::size_t>& offsets, std::byte* host,
                       std::byte* device, cudaStream_t stream) const {
     const std::size_t chunk = options_.chunk_bytes;
     std::size_t sent = 0;  // bytes [0, sent) are queued for the device
