@@ -7,6 +7,7 @@
 #include <set>
 
 #include "ipc_buffer_tuner.h"
+#include "malloc_tuning.h"
 #include "socket_options.h"
 #include "tensorcom/brace.h"
 

@@ -53,9 +53,8 @@ struct ConnectionOptions {
   std::size_t stats_horizon = 1000;       // batches the recent rates cover
   bool expand_braces = true;              // false: each URL is taken literally (the reference's noexpand)
   // Keep large receive buffers mapped between messages: without it every
-  // batch is freshly mapped and faulted in. Process-wide: glibc serves large
-  // blocks from its heaps, never trims them, and uses one arena for all
-  // threads started afterwards (see src/socket_options.cc).
+  // batch is freshly mapped and faulted in. Process-wide, see Connection's
+  // constructor.
   bool reuse_receive_memory = true;
 };
 
@@ -69,6 +68,13 @@ class Connection {
  public:
   // Expands, parses and binds/connects every URL on one socket.
   // Throws UrlError for a bad URL, TransportError if ZeroMQ refuses one.
+  // A receiving (PULL or SUB) Connection with options.reuse_receive_memory
+  // sets process-wide malloc options, once per process, before ZeroMQ starts
+  // its threads: no mmap for large blocks (M_MMAP_MAX 0), the heap trimmed
+  // only when 1 GiB at its top is free (M_TRIM_THRESHOLD), one arena for
+  // every thread (M_ARENA_MAX 1). ZeroMQ mallocs every received message; without these
+  // glibc maps each large batch afresh and unmaps it on free, and faulting
+  // its pages in again bounds throughput (see src/malloc_tuning.cc).
   explicit Connection(std::span<const std::string> urls, ConnectionOptions options = {});
   Connection(std::initializer_list<std::string> urls, ConnectionOptions options = {});
   Connection(Connection&&) noexcept;
