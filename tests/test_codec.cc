@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 #include "tensorcom/tenbin.h"
 #include "test_support.h"
@@ -40,6 +41,16 @@ std::string decode_error(const std::vector<std::byte>& bytes) {
     return e.what();
   }
   return "no error";
+}
+
+// The kind of the error decoding bytes raises: what a Connection counts.
+std::optional<FormatErrorKind> decode_kind(const std::vector<std::byte>& bytes) {
+  try {
+    (void)decode_buffer(bytes);
+  } catch (const FormatError& e) {
+    return e.kind();
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -147,10 +158,12 @@ TEST_CASE("hostile single buffers") {
     put_text(bad, 0, "~TenBun~");
     CHECK(decode_error(bad).find("bad magic '~TenBun~'") != std::string::npos);
     CHECK(decode_error(bad).find("at byte 0") != std::string::npos);
+    CHECK(decode_kind(bad) == FormatErrorKind::kBadMagic);
   }
   SUBCASE("length longer than the input") {
     put_i64(bad, 8, 1'000'000);
     CHECK(decode_error(bad).find("chunk length 1000000 but") != std::string::npos);
+    CHECK(decode_kind(bad) == FormatErrorKind::kChunkLength);
   }
   SUBCASE("negative length") {
     put_i64(bad, 8, -5);
@@ -159,6 +172,7 @@ TEST_CASE("hostile single buffers") {
   SUBCASE("header too short for its ndim") {
     put_i64(bad, 16 + 16, 4);  // ndim 4 in a 40-byte header
     CHECK(decode_error(bad).find("ndim 4 needs 56") != std::string::npos);
+    CHECK(decode_kind(bad) == FormatErrorKind::kBadHeader);
   }
   SUBCASE("huge ndim") {
     put_i64(bad, 16 + 16, 1'000'000'000);
@@ -172,6 +186,7 @@ TEST_CASE("hostile single buffers") {
     put_i64(bad, 16 + 24, 1ll << 40);
     put_i64(bad, 16 + 32, 1ll << 40);
     CHECK(decode_error(bad).find("overflows 64 bits") != std::string::npos);
+    CHECK(decode_kind(bad) == FormatErrorKind::kBadHeader);
   }
   SUBCASE("negative dim") {
     put_i64(bad, 16 + 32, -3);
@@ -182,11 +197,13 @@ TEST_CASE("hostile single buffers") {
     CHECK(decode_error(bad).find("unknown dtype code 'c8") != std::string::npos);
     put_text(bad, 16, "unit32");
     CHECK(decode_error(bad).find("unknown dtype code 'unit32") != std::string::npos);
+    CHECK(decode_kind(bad) == FormatErrorKind::kBadHeader);
   }
   SUBCASE("dims larger than the data payload") {
     put_i64(bad, 16 + 24, 3);  // (3, 3) float32 needs 36 bytes, payload has 24
     CHECK(decode_error(bad).find("tensor 0: data payload is 24 bytes, shape (3, 3) of float32 needs 36") !=
           std::string::npos);
+    CHECK(decode_kind(bad) == FormatErrorKind::kDataPayload);
   }
   SUBCASE("truncated payload") {
     bad.resize(good.size() - 60);
@@ -195,20 +212,28 @@ TEST_CASE("hostile single buffers") {
   SUBCASE("truncated prefix") {
     bad.resize(good.size() - 64 - 10);
     CHECK(decode_error(bad).find("chunk prefix cut short") != std::string::npos);
+    CHECK(decode_kind(bad) == FormatErrorKind::kChunkPrefix);
   }
   SUBCASE("odd chunk count") {
     bad.resize(good.size() - 80);  // drop the last data chunk
     CHECK(decode_error(bad).find("odd chunk count 3") != std::string::npos);
+    CHECK(decode_kind(bad) == FormatErrorKind::kOddChunkCount);
   }
   SUBCASE("non-ASCII info") {
     bad[16 + 8] = std::byte{0xff};
     CHECK(decode_error(bad).find("info field '\\xff") != std::string::npos);
+    CHECK(decode_kind(bad) == FormatErrorKind::kBadHeader);
   }
   SUBCASE("too many tensors for the limits") {
     DecodeLimits limits;
     limits.max_tensors = 1;
     CHECK_THROWS_WITH_AS((void)decode_buffer(good, nullptr, limits), doctest::Contains("more than 1 tensors"),
                          FormatError);
+    try {
+      (void)decode_buffer(good, nullptr, limits);
+    } catch (const FormatError& e) {
+      CHECK(e.kind() == FormatErrorKind::kTooManyTensors);
+    }
   }
 }
 
@@ -252,6 +277,12 @@ TEST_CASE("multipart frames") {
   SUBCASE("odd frame count") {
     frames.pop_back();
     CHECK_THROWS_WITH_AS((void)decode_frames(frames), doctest::Contains("odd frame count 3"), FormatError);
+    try {
+      (void)decode_frames(frames);
+    } catch (const FormatError& e) {
+      CHECK(e.kind() == FormatErrorKind::kOddFrameCount);
+      CHECK(format_error_kind_name(e.kind()) == "odd frame count");
+    }
   }
   SUBCASE("a short data frame names the tensor") {
     frames[3].bytes = frames[3].bytes.first(15);

@@ -3,7 +3,10 @@
 
 #include <zmq.hpp>
 
+#include <map>
 #include <set>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "tensorcom/connection.h"
@@ -200,10 +203,13 @@ TEST_CASE("timeouts, totals and misuse") {
   }
 }
 
-TEST_CASE("malformed messages are counted and skipped") {
+TEST_CASE("malformed messages are counted by kind, logged once a kind, and skipped") {
   TempDir dir;
   ConnectionOptions options;
   options.max_message_size = 4096;
+  options.limits.max_tensors = 1;
+  std::vector<std::string> lines;
+  options.log = [&lines](std::string_view line) { lines.emplace_back(line); };
   Connection pull({ipc_url("zpull", dir, "m")}, options);
   zmq::context_t context;
   zmq::socket_t raw(context, zmq::socket_type::push);
@@ -227,6 +233,13 @@ TEST_CASE("malformed messages are counted and skipped") {
   std::vector<std::byte> big(3000);
   raw.send(zmq::buffer(big.data(), big.size()), zmq::send_flags::sndmore);
   raw.send(zmq::buffer(big.data(), big.size()), zmq::send_flags::none);
+  // Two tensors where one is the limit, twice: counted twice, logged once.
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      raw.send(zmq::buffer(header.data(), header.size()), zmq::send_flags::sndmore);
+      raw.send(zmq::buffer(good[1].data(), good[1].nbytes()), j == 1 ? zmq::send_flags::none : zmq::send_flags::sndmore);
+    }
+  }
   // Then a good batch (one tensor: header and data).
   raw.send(zmq::buffer(header.data(), header.size()), zmq::send_flags::sndmore);
   raw.send(zmq::buffer(good[1].data(), good[1].nbytes()), zmq::send_flags::none);
@@ -236,9 +249,39 @@ TEST_CASE("malformed messages are counted and skipped") {
   REQUIRE(batch->size() == 1);
   CHECK(batch->at(0).same_as(good[1]));
   const auto& counts = pull.malformed().by_kind;
-  CHECK(pull.malformed().total() == 4);
-  CHECK(counts.at("odd frame count") == 1);
-  CHECK(counts.at("bad header") == 1);
-  CHECK(counts.at("data payload") == 1);
-  CHECK(counts.at("too large") == 1);
+  CHECK(pull.malformed().total() == 6);
+  CHECK(counts.at(FormatErrorKind::kOddFrameCount) == 1);
+  CHECK(counts.at(FormatErrorKind::kBadHeader) == 1);
+  CHECK(counts.at(FormatErrorKind::kDataPayload) == 1);
+  CHECK(counts.at(FormatErrorKind::kTooLarge) == 1);
+  CHECK(counts.at(FormatErrorKind::kTooManyTensors) == 2);
+  const std::map<std::string, std::uint64_t> names = pull.malformed().by_name();
+  CHECK(names.at("odd frame count") == 1);
+  CHECK(names.at("too many tensors") == 2);
+
+  // The hook got one line a kind, the first saying what was wrong and where.
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[0] == "tensorcom: skipping malformed message from " + pull.describe() +
+                        ": odd frame count 1: each tensor is a header and a data frame (at byte 0)"
+                        " (further messages of this kind are counted, not reported)");
+  CHECK(lines[4].find("2 tensors exceed the limit of 1") != std::string::npos);
+}
+
+TEST_CASE("serve() logs its rate lines through the hook") {
+  TempDir dir;
+  std::vector<std::string> lines;
+  ConnectionOptions options;
+  options.log = [&lines](std::string_view line) { lines.emplace_back(line); };
+  Connection pull({ipc_url("zpull", dir, "s")});
+  Connection push({ipc_url("zpush", dir, "s")}, options);
+  int left = 4;
+  auto next = [&]() -> std::optional<TensorList> {
+    if (left == 0) return std::nullopt;
+    return make_batch(left--);
+  };
+  CHECK(push.serve(next, 2) == 4);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].starts_with("count 8 rate "));
+  CHECK(lines[1].starts_with("count 16 rate "));
+  for (int i = 0; i < 4; ++i) CHECK(pull.recv(5000ms).has_value());
 }

@@ -182,7 +182,7 @@ void bind_connection(py::module_& m) {
       .def_property_readonly("bound_addresses", [](PyConnection& self) { return self.get().bound_addresses(); })
       .def("describe", [](PyConnection& self) { return self.get().describe(); })
       .def_property_readonly("stats", [](PyConnection& self) { return self.get().stats(); })
-      .def_property_readonly("malformed", [](PyConnection& self) { return self.get().malformed().by_kind; })
+      .def_property_readonly("malformed", [](PyConnection& self) { return self.get().malformed().by_name(); })
       .def_property_readonly("epoch", [](PyConnection& self) { return self.get().size(); })
       .def_property_readonly("total", [](PyConnection& self) { return self.get().options().total; })
       .def_property_readonly("timeout", [](PyConnection& self) -> std::optional<double> {

@@ -55,7 +55,7 @@ TensorList read_ten(const std::filesystem::path& path, const DecodeLimits& limit
   try {
     return decode_buffer(file->bytes(), file, limits);
   } catch (const FormatError& e) {
-    throw FormatError(path.string() + ": " + e.message(), e.offset());
+    throw e.with_context(path.string() + ": ");
   }
 }
 
@@ -85,7 +85,7 @@ std::size_t infer_list_length(std::span<const Tensor> tensors) noexcept {
 
 std::vector<TensorList> split_lists(TensorList tensors, std::size_t tensors_per_list) {
   if (tensors_per_list == 0 || tensors.size() % tensors_per_list != 0) {
-    throw FormatError(std::to_string(tensors.size()) + " tensors do not split into lists of " +
+    throw FormatError(FormatErrorKind::kListLength, std::to_string(tensors.size()) + " tensors do not split into lists of " +
                           std::to_string(tensors_per_list),
                       0);
   }
@@ -102,7 +102,7 @@ std::vector<TensorList> read_ten_lists(const std::filesystem::path& path, std::s
   try {
     return split_lists(std::move(all), length);
   } catch (const FormatError& e) {
-    throw FormatError(path.string() + ": " + e.message(), e.offset());
+    throw e.with_context(path.string() + ": ");
   }
 }
 

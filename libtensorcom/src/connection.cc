@@ -7,15 +7,24 @@
 #include <set>
 
 #include "ipc_buffer_tuner.h"
+#include "malloc_tuning.h"
 #include "socket_options.h"
 #include "tensorcom/brace.h"
 
 namespace tensorcom {
 
+void log_to_stderr(std::string_view line) { std::cerr << line << '\n'; }
+
 std::uint64_t MalformedCounts::total() const noexcept {
   std::uint64_t sum = 0;
   for (const auto& [kind, count] : by_kind) sum += count;
   return sum;
+}
+
+std::map<std::string, std::uint64_t> MalformedCounts::by_name() const {
+  std::map<std::string, std::uint64_t> out;
+  for (const auto& [kind, count] : by_kind) out.emplace(format_error_kind_name(kind), count);
+  return out;
 }
 
 std::uint64_t batch_size(std::span<const Tensor> batch) noexcept {
@@ -33,16 +42,6 @@ namespace {
 
 [[noreturn]] void throw_transport(const std::string& what, const zmq::error_t& e) {
   throw TransportError(what + ": " + e.what(), e.num());
-}
-
-// Which kind of malformed message a decode error describes, for counting.
-std::string malformed_kind(const FormatError& e) {
-  std::string_view what = e.what();
-  for (std::string_view kind : {"odd frame count", "too large", "data payload", "bad magic", "chunk length",
-                                "chunk prefix", "odd chunk count", "more than"}) {
-    if (what.find(kind) != std::string_view::npos) return std::string(kind);
-  }
-  return "bad header";
 }
 
 // ZeroMQ's free callback for zero-copy frames: drops the tensor's owner.
@@ -112,6 +111,11 @@ class Connection::Impl {
       throw_transport("send to " + describe() + " failed", e);
     }
     stats_.add(batch_size(batch), batch_bytes(batch));
+  }
+
+  // Hands a line to the user's log hook, if any.
+  void log(std::string_view line) const {
+    if (options_.log) options_.log(line);
   }
 
   std::string describe() const {
@@ -192,7 +196,7 @@ class Connection::Impl {
       throw_transport("receive from " + describe() + " failed", e);
     }
     if (options_.max_message_size >= 0 && total > options_.max_message_size) {
-      count_malformed("too large", "message of " + std::to_string(total) + " bytes exceeds max_message_size " +
+      count_malformed(FormatErrorKind::kTooLarge, "message of " + std::to_string(total) + " bytes exceeds max_message_size " +
                                        std::to_string(options_.max_message_size));
       return nullptr;
     }
@@ -211,15 +215,15 @@ class Connection::Impl {
       stats_.add(batch_size(batch), batch_bytes(batch));
       return batch;
     } catch (const FormatError& e) {
-      count_malformed(malformed_kind(e), e.what());
+      count_malformed(e.kind(), e.what());
       return std::nullopt;
     }
   }
 
-  void count_malformed(const std::string& kind, const std::string& detail) {
+  void count_malformed(FormatErrorKind kind, const std::string& detail) {
     if (malformed_.by_kind[kind]++ == 0) {
-      std::cerr << "tensorcom: skipping malformed message from " << describe() << ": " << detail
-                << " (further messages of this kind are counted, not reported)\n";
+      log("tensorcom: skipping malformed message from " + describe() + ": " + detail +
+          " (further messages of this kind are counted, not reported)");
     }
   }
 
@@ -265,7 +269,7 @@ std::uint64_t Connection::serve(const std::function<std::optional<TensorList>()>
     send(*batch);
     ++count;
     if (report > 0 && count % report == 0) {
-      std::cerr << "count " << impl_->stats_.samples() << " " << impl_->stats_.summary() << '\n';
+      impl_->log("count " + std::to_string(impl_->stats_.samples()) + " " + impl_->stats_.summary());
     }
   }
   return count;

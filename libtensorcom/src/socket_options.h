@@ -14,7 +14,5 @@ inline constexpr int kSocketBufferBytes = 4 << 20;
 [[nodiscard]] zmq::socket_type zmq_type(SocketKind kind) noexcept;
 // Applies every option that must be set before bind/connect.
 void configure_socket(zmq::socket_t& socket, SocketKind kind, const ConnectionOptions& options);
-// Makes large message buffers stay mapped between messages (process-wide, once).
-void keep_large_buffers_mapped();
 
 }  // namespace tensorcom::detail

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace tensorcom {
 
@@ -16,20 +17,50 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What was wrong with malformed input, for counting: a receiving Connection
+// counts the messages it skips by kind (MalformedCounts in connection.h).
+enum class FormatErrorKind : std::uint8_t {
+  kBadHeader,       // a tensor header: too short, unknown dtype, info not ASCII, bad ndim or dimension
+  kDataPayload,     // a data payload shorter than its header declares
+  kOddFrameCount,   // multipart: a header frame without its data frame
+  kTooManyTensors,  // more tensors than DecodeLimits::max_tensors
+  kChunkPrefix,     // single buffer: a chunk prefix cut short
+  kBadMagic,        // single buffer: a chunk that does not start with "~TenBin~"
+  kChunkLength,     // single buffer: a chunk longer than what remains
+  kOddChunkCount,   // single buffer: a header chunk without its data chunk
+  kTooLarge,        // a message over the receiver's limit (ConnectionOptions::max_message_size)
+  kMetadata,        // a metadata tensor that does not hold what metadata.h describes
+  kListLength,      // a .ten file whose tensors do not split into lists of the length asked for
+  kOther,           // input outside the tenbin format (image files, list files, class tables)
+};
+
+// Returns: the kind in words, as MalformedCounts::by_name() spells it:
+//   "bad header", "data payload", "odd frame count", "too many tensors", ...
+[[nodiscard]] std::string_view format_error_kind_name(FormatErrorKind kind) noexcept;
+
 // Malformed outside input: a tenbin buffer, frame list or metadata map that
 // does not follow the format. offset() is the byte offset of the bad field
-// within the input that was being decoded.
+// within the input that was being decoded; kind() says what was wrong, in a
+// way that rewording the message does not change.
 class FormatError : public Error {
  public:
-  FormatError(const std::string& message, std::uint64_t offset)
-      : Error(message + " (at byte " + std::to_string(offset) + ")"), message_(message), offset_(offset) {}
+  FormatError(FormatErrorKind kind, const std::string& message, std::uint64_t offset)
+      : Error(message + " (at byte " + std::to_string(offset) + ")"), message_(message), offset_(offset), kind_(kind) {}
+  // Input outside the tenbin format: kind() is kOther.
+  FormatError(const std::string& message, std::uint64_t offset) : FormatError(FormatErrorKind::kOther, message, offset) {}
   // what() without the offset, for adding context in front.
   [[nodiscard]] const std::string& message() const noexcept { return message_; }
   [[nodiscard]] std::uint64_t offset() const noexcept { return offset_; }
+  [[nodiscard]] FormatErrorKind kind() const noexcept { return kind_; }
+  // The same error, with `context` ("tensor 3: ", "file.ten: ") before the message.
+  [[nodiscard]] FormatError with_context(const std::string& context) const {
+    return FormatError(kind_, context + message_, offset_);
+  }
 
  private:
   std::string message_;
   std::uint64_t offset_;
+  FormatErrorKind kind_;
 };
 
 // A caller passed something the API cannot accept (bad dtype name, info longer

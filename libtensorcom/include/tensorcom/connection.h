@@ -20,8 +20,10 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "tensorcom/error.h"
 #include "tensorcom/stats.h"
 #include "tensorcom/tenbin.h"
 #include "tensorcom/url.h"
@@ -34,6 +36,10 @@ enum class Framing {
 };
 
 using Milliseconds = std::chrono::milliseconds;
+
+// Writes `line` and a newline to stderr: where a Connection's messages go
+// unless ConnectionOptions::log says otherwise.
+void log_to_stderr(std::string_view line);
 
 struct ConnectionOptions {
   Framing framing = Framing::kMultipart;  // how send() frames; receiving detects either
@@ -53,22 +59,34 @@ struct ConnectionOptions {
   std::size_t stats_horizon = 1000;       // batches the recent rates cover
   bool expand_braces = true;              // false: each URL is taken literally (the reference's noexpand)
   // Keep large receive buffers mapped between messages: without it every
-  // batch is freshly mapped and faulted in. Process-wide: glibc serves large
-  // blocks from its heaps, never trims them, and uses one arena for all
-  // threads started afterwards (see src/socket_options.cc).
+  // batch is freshly mapped and faulted in. Process-wide, see Connection's
+  // constructor.
   bool reuse_receive_memory = true;
+  // Receives every line the library writes (a malformed message skipped,
+  // serve()'s rate lines), without its newline, on the thread that called
+  // recv() or serve(). Empty: the lines are dropped.
+  std::function<void(std::string_view)> log = log_to_stderr;
 };
 
 // Malformed messages seen by a receiving Connection, by kind.
 struct MalformedCounts {
-  std::map<std::string, std::uint64_t> by_kind;  // e.g. "odd frame count" -> 3
+  std::map<FormatErrorKind, std::uint64_t> by_kind;  // e.g. kOddFrameCount -> 3
   [[nodiscard]] std::uint64_t total() const noexcept;
+  // by_kind keyed by format_error_kind_name(): {"odd frame count": 3}.
+  [[nodiscard]] std::map<std::string, std::uint64_t> by_name() const;
 };
 
 class Connection {
  public:
   // Expands, parses and binds/connects every URL on one socket.
   // Throws UrlError for a bad URL, TransportError if ZeroMQ refuses one.
+  // A receiving (PULL or SUB) Connection with options.reuse_receive_memory
+  // sets process-wide malloc options, once per process, before ZeroMQ starts
+  // its threads: no mmap for large blocks (M_MMAP_MAX 0), the heap trimmed
+  // only when 1 GiB at its top is free (M_TRIM_THRESHOLD), one arena for
+  // every thread (M_ARENA_MAX 1). ZeroMQ mallocs every received message; without these
+  // glibc maps each large batch afresh and unmaps it on free, and faulting
+  // its pages in again bounds throughput (see src/malloc_tuning.cc).
   explicit Connection(std::span<const std::string> urls, ConnectionOptions options = {});
   Connection(std::initializer_list<std::string> urls, ConnectionOptions options = {});
   Connection(Connection&&) noexcept;
@@ -77,7 +95,7 @@ class Connection {
 
   // Receives one batch. Waits at most timeout (none: forever); returns
   // nothing if no valid batch came in time. Malformed messages are counted,
-  // reported once per kind on stderr, and skipped.
+  // reported once per kind through options().log, and skipped.
   // Throws TransportError (code() EINTR when a signal interrupted the wait);
   // REQUIRES a PULL or SUB connection.
   [[nodiscard]] std::optional<TensorList> recv(std::optional<Milliseconds> timeout = std::nullopt);
@@ -88,8 +106,8 @@ class Connection {
   // interrupted a blocked send); REQUIRES a PUSH or PUB connection.
   void send(std::span<const Tensor> batch);
 
-  // Sends every batch next() yields until it yields nothing; prints the
-  // reference's "count N rate ..." line to stderr every report batches
+  // Sends every batch next() yields until it yields nothing; logs the
+  // reference's "count N rate ..." line (options().log) every report batches
   // (0: never). Returns the number of batches sent.
   std::uint64_t serve(const std::function<std::optional<TensorList>()>& next, std::uint64_t report = 0);
 
