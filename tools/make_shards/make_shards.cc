@@ -180,7 +180,7 @@ void report_unchanged(const std::string& what, const std::string& why, std::uint
 }
 
 bool is_jpeg_member(const ShardMember& member) {
-  std::string_view ext = member.extension.substr(member.extension.rfind('.') + 1);
+  const std::string_view ext = std::string_view(member.extension).substr(member.extension.rfind('.') + 1);
   return ext == "jpg" || ext == "jpeg";
 }
 
