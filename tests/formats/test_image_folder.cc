@@ -63,7 +63,7 @@ TEST_CASE("ImageFolder classes and images follow torchvision") {
 
 TEST_CASE("ImageFolder: a missing root names itself; a flat one has no classes") {
   TempDir dir;
-  CHECK_THROWS_WITH_AS(scan_image_folder(dir.path / "missing"), doctest::Contains("missing"), IoError);
+  CHECK_THROWS_WITH_AS((void)scan_image_folder(dir.path / "missing"), doctest::Contains("missing"), IoError);
   touch(dir.path / "flat" / "a.jpg");
   ImageFolder flat = scan_image_folder(dir.path / "flat");
   CHECK(flat.classes.empty());
@@ -82,8 +82,8 @@ TEST_CASE("whole-file reads within a limit") {
   CHECK(over.over_limit);
   CHECK(over.size == 5);
   CHECK(over.bytes.empty());
-  CHECK_THROWS_AS(read_file(dir.path / "nope"), IoError);
-  CHECK_THROWS_AS(read_file(dir.path), IoError);  // a folder
+  CHECK_THROWS_AS((void)read_file(dir.path / "nope"), IoError);
+  CHECK_THROWS_AS((void)read_file(dir.path), IoError);  // a folder
   SUBCASE("a file without a size (procfs) is read whole") {
     FileContents status = read_file("/proc/self/status");
     CHECK(status.bytes.size() > 100);
