@@ -3,7 +3,6 @@
 #include <jerror.h>
 
 #include <cstring>
-#include <string>
 
 namespace tensorcom::formats {
 
@@ -27,9 +26,10 @@ void on_progress(j_common_ptr cinfo) {
   auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
   LibjpegErrors& errors = errors_of(cinfo);
   if (d->input_scan_number > errors.max_scans) {
-    std::string text = "more than " + std::to_string(errors.max_scans) + " scans (a progressive scan bomb?)";
+    // No std::string here: longjmp skips destructors.
     errors.too_many_scans = true;
-    std::snprintf(errors.message, sizeof errors.message, "%s", text.c_str());
+    std::snprintf(errors.message, sizeof errors.message, "more than %d scans (a progressive scan bomb?)",
+                  errors.max_scans);
     std::longjmp(errors.jump, 1);
   }
 }
