@@ -71,6 +71,16 @@ const std::vector<Member> kMembers = {
     {"train/n02/meta.cls", "9"},
 };
 
+// Six samples s0..s5, each a 3000-byte "jpg" and its "cls".
+std::vector<Member> six_samples() {
+  std::vector<Member> members;
+  for (int i = 0; i < 6; ++i) {
+    members.push_back({"s" + std::to_string(i) + ".jpg", std::string(3000, 'x')});
+    members.push_back({"s" + std::to_string(i) + ".cls", std::to_string(i)});
+  }
+  return members;
+}
+
 // The text of the member with this extension, or nothing.
 std::optional<std::string> member(const ShardSample& sample, const std::string& extension) {
   for (const ShardMember& m : sample.members) {
@@ -138,12 +148,7 @@ TEST_CASE("shard reading") {
     }
   }
   SUBCASE("a truncated shard returns its complete samples and says why it ended") {
-    std::vector<Member> members;
-    for (int i = 0; i < 6; ++i) {
-      members.push_back({"s" + std::to_string(i) + ".jpg", std::string(3000, 'x')});
-      members.push_back({"s" + std::to_string(i) + ".cls", std::to_string(i)});
-    }
-    write_tar(tar, members);
+    write_tar(tar, six_samples());
     fs::resize_file(tar, 11000);  // inside the third sample's image (its data spans 9728..12800)
     ShardReader reader(tar.string());
     auto samples = read_all(reader);
@@ -196,12 +201,7 @@ TEST_CASE("shard reading") {
     CHECK(reader.error()->find("exited with status 3") != std::string::npos);
   }
   SUBCASE("a command that breaks off is retried, and nothing is repeated") {
-    std::vector<Member> members;
-    for (int i = 0; i < 6; ++i) {
-      members.push_back({"s" + std::to_string(i) + ".jpg", std::string(3000, 'x')});
-      members.push_back({"s" + std::to_string(i) + ".cls", std::to_string(i)});
-    }
-    write_tar(tar, members);
+    write_tar(tar, six_samples());
     ShardReader reader("pipe:head -c 11000 '" + tar.string() + "'; exit 3");
     auto samples = read_all(reader);
     REQUIRE(samples.size() == 2);
