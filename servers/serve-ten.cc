@@ -45,9 +45,13 @@ void pace(double rate, std::uint64_t sent, std::chrono::steady_clock::time_point
   std::this_thread::sleep_until(due);
 }
 
-// Sends; returns false if a stop signal interrupted a blocked send.
+// Sends; returns false if a stop signal came first. A PUB connection
+// waits for a subscriber: sending to nobody would only burn a core.
 bool send_unless_stopped(Connection& connection, const TensorList& list) {
   try {
+    while (!connection.wait_for_subscriber(Milliseconds(100))) {
+      if (programs::stop_requested()) return false;
+    }
     connection.send(list);
     return true;
   } catch (const TransportError& e) {

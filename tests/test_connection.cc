@@ -159,6 +159,68 @@ TEST_CASE("publish and subscribe") {
   }
 }
 
+TEST_CASE("publishers and their subscribers") {
+  TempDir dir;
+  SUBCASE("with no subscriber a batch is counted as dropped, not sent") {
+    Connection pub({ipc_url("zpub", dir, "d")});
+    CHECK(pub.subscribers() == 0);
+    CHECK_FALSE(pub.wait_for_subscriber(20ms));
+    CHECK_FALSE(pub.send(make_batch(1)));
+    CHECK(pub.dropped_without_subscriber() == 1);
+    CHECK(pub.stats().batches() == 0);
+  }
+  SUBCASE("subscribers are counted as they come and go") {
+    Connection pub({ipc_url("zpub", dir, "c")});
+    {
+      Connection sub({ipc_url("zsub", dir, "c")});
+      REQUIRE(pub.wait_for_subscriber(5000ms));
+      CHECK(pub.subscribers() == 1);
+      CHECK(pub.send(make_batch(3)));
+      auto got = sub.recv(5000ms);
+      REQUIRE(got.has_value());
+      CHECK(id_of(*got) == 3);
+    }
+    auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (pub.subscribers() != 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+    CHECK(pub.subscribers() == 0);
+  }
+  SUBCASE("await_subscriber: the first batch waits for the first subscriber and is not lost") {
+    ConnectionOptions options;
+    options.await_subscriber = true;
+    Connection pub({"zpub://127.0.0.1:0"}, options);
+    const std::string address = "zsub://" + host_port(pub.bound_addresses().at(0));
+    std::optional<TensorList> got;
+    std::thread late([&] {
+      std::this_thread::sleep_for(100ms);
+      Connection sub({address});
+      got = sub.recv(5000ms);
+    });
+    CHECK(pub.send(make_batch(9)));  // blocks until the subscription is in
+    late.join();
+    REQUIRE(got.has_value());
+    CHECK(id_of(*got) == 9);
+    CHECK(pub.dropped_without_subscriber() == 0);
+  }
+  SUBCASE("an oversized subscription is refused; other subscribers are served") {
+    Connection pub({ipc_url("zpub", dir, "o")});
+    zmq::context_t context;
+    zmq::socket_t hostile(context, zmq::socket_type::sub);
+    hostile.set(zmq::sockopt::linger, 0);
+    // Past the 4 KiB limit; not larger: ZeroMQ keeps a subscription in a trie
+    // one node a byte, freed recursively, on the hostile side too.
+    hostile.set(zmq::sockopt::subscribe, std::string(16 << 10, 'x'));
+    hostile.connect("ipc://" + (dir.path / "o").string());
+    CHECK_FALSE(pub.wait_for_subscriber(300ms));
+    Connection sub({ipc_url("zsub", dir, "o")});
+    REQUIRE(pub.wait_for_subscriber(5000ms));
+    CHECK(pub.subscribers() == 1);
+    CHECK(pub.send(make_batch(4)));
+    auto got = sub.recv(5000ms);
+    REQUIRE(got.has_value());
+    CHECK(id_of(*got) == 4);
+  }
+}
+
 TEST_CASE("timeouts, totals and misuse") {
   TempDir dir;
   SUBCASE("recv returns nothing when the time passes") {

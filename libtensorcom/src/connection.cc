@@ -99,8 +99,15 @@ class Connection::Impl {
     }
   }
 
-  void send(std::span<const Tensor> batch) {
+  bool send(std::span<const Tensor> batch) {
     require(!receives(), "send");
+    if (publishes() && subscribers() == 0) {
+      if (!options_.await_subscriber) {
+        ++dropped_without_subscriber_;
+        return false;
+      }
+      wait_for_subscriber(std::nullopt);
+    }
     try {
       if (options_.framing == Framing::kSingleBuffer) {
         send_single(batch);
@@ -111,6 +118,35 @@ class Connection::Impl {
       throw_transport("send to " + describe() + " failed", e);
     }
     stats_.add(batch_size(batch), batch_bytes(batch));
+    return true;
+  }
+
+  // PUB sockets are XPUB underneath, verbose: every subscription and
+  // unsubscription (a peer leaving included) comes up as a message.
+  std::uint64_t subscribers() {
+    if (!publishes()) return 0;
+    zmq::message_t message;
+    try {
+      while (socket_.recv(message, zmq::recv_flags::dontwait)) {
+        if (message.size() == 0) continue;
+        const auto first = *static_cast<const unsigned char*>(message.data());
+        if (first == 1) ++subscriptions_;
+        if (first == 0 && subscriptions_ > 0) --subscriptions_;
+      }
+    } catch (const zmq::error_t& e) {
+      throw_transport("reading subscriptions on " + describe() + " failed", e);
+    }
+    return subscriptions_;
+  }
+
+  // A subscription arrives as a message: wait for one.
+  bool wait_for_subscriber(std::optional<Milliseconds> timeout) {
+    if (!publishes()) return true;
+    const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
+    while (subscribers() == 0) {
+      if (!wait_readable(deadline)) return false;
+    }
+    return true;
   }
 
   // Hands a line to the user's log hook, if any.
@@ -125,6 +161,7 @@ class Connection::Impl {
   }
 
   ConnectionOptions options_;
+  std::uint64_t dropped_without_subscriber_ = 0;
   std::vector<Endpoint> endpoints_;
   std::vector<std::string> bound_;
   Statistics stats_;
@@ -146,6 +183,8 @@ class Connection::Impl {
     }
   }
 
+  bool publishes() const noexcept { return endpoints_.front().kind == SocketKind::kPub; }
+
   bool uses_ipc() const noexcept {
     for (const Endpoint& endpoint : endpoints_) {
       if (endpoint.address.starts_with("ipc://")) return true;
@@ -160,7 +199,7 @@ class Connection::Impl {
     }
   }
 
-  // Polls until a message can be read or the deadline passes.
+  // Polls until a message (PUB: a subscription) can be read or the deadline passes.
   bool wait_readable(std::chrono::steady_clock::time_point deadline) {
     zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
     const bool forever = deadline == std::chrono::steady_clock::time_point::max();
@@ -243,6 +282,7 @@ class Connection::Impl {
 
   zmq::context_t context_;
   zmq::socket_t socket_;
+  std::uint64_t subscriptions_ = 0;  // PUB: as counted from the XPUB messages
   // Declared last: stops watching before the socket closes.
   std::unique_ptr<detail::IpcBufferTuner> ipc_tuner_;
 };
@@ -261,12 +301,15 @@ Connection::~Connection() = default;
 
 std::optional<TensorList> Connection::recv(std::optional<Milliseconds> timeout) { return impl_->recv(timeout); }
 
-void Connection::send(std::span<const Tensor> batch) { impl_->send(batch); }
+bool Connection::send(std::span<const Tensor> batch) { return impl_->send(batch); }
+std::uint64_t Connection::subscribers() { return impl_->subscribers(); }
+bool Connection::wait_for_subscriber(std::optional<Milliseconds> timeout) { return impl_->wait_for_subscriber(timeout); }
+std::uint64_t Connection::dropped_without_subscriber() const noexcept { return impl_->dropped_without_subscriber_; }
 
 std::uint64_t Connection::serve(const std::function<std::optional<TensorList>()>& next, std::uint64_t report) {
   std::uint64_t count = 0;
   while (auto batch = next()) {
-    send(*batch);
+    if (!send(*batch)) continue;
     ++count;
     if (report > 0 && count % report == 0) {
       impl_->log("count " + std::to_string(impl_->stats_.samples()) + " " + impl_->stats_.summary());

@@ -6,7 +6,9 @@ zmq::socket_type zmq_type(SocketKind kind) noexcept {
   switch (kind) {
     case SocketKind::kPush: return zmq::socket_type::push;
     case SocketKind::kPull: return zmq::socket_type::pull;
-    case SocketKind::kPub: return zmq::socket_type::pub;
+    // XPUB speaks PUB's protocol to SUB peers and shows us their
+    // subscriptions, so that a server knows whether anyone listens.
+    case SocketKind::kPub: return zmq::socket_type::xpub;
     case SocketKind::kSub: return zmq::socket_type::sub;
   }
   return zmq::socket_type::pull;
@@ -26,7 +28,12 @@ void configure_socket(zmq::socket_t& socket, SocketKind kind, const ConnectionOp
   if (kind == SocketKind::kPull || kind == SocketKind::kSub) {
     // ZeroMQ checks this per frame, before allocating it.
     socket.set(zmq::sockopt::maxmsgsize, options.max_message_size);
+  } else {
+    // A sending socket reads only subscriptions (PUB) or nothing (PUSH):
+    // a peer that sends more is disconnected before anything is allocated.
+    socket.set(zmq::sockopt::maxmsgsize, kMaxSubscriptionBytes);
   }
+  if (kind == SocketKind::kPub) socket.set(zmq::sockopt::xpub_verboser, 1);
   // Applied by ZeroMQ to tcp only; IpcBufferTuner does it for ipc.
   socket.set(zmq::sockopt::sndbuf, kSocketBufferBytes);
   socket.set(zmq::sockopt::rcvbuf, kSocketBufferBytes);

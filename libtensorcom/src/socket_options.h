@@ -11,6 +11,11 @@ namespace tensorcom::detail {
 // default a few hundred KiB.
 inline constexpr int kSocketBufferBytes = 4 << 20;
 
+// The largest message a sending socket accepts from a peer: a subscription
+// (one byte and the topic). Topics are short; a megabyte one is an attack
+// on the subscription table's memory.
+inline constexpr std::int64_t kMaxSubscriptionBytes = 4096;
+
 [[nodiscard]] zmq::socket_type zmq_type(SocketKind kind) noexcept;
 // Applies every option that must be set before bind/connect.
 void configure_socket(zmq::socket_t& socket, SocketKind kind, const ConnectionOptions& options);

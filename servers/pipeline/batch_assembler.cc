@@ -6,43 +6,63 @@
 
 namespace tensorcom::pipeline {
 
-// A fixed number of equal, 64-byte-aligned buffers. A buffer handed out comes
-// back when the last shared_ptr to it is dropped, which may happen on the
+// Equal, 64-byte-aligned buffers, in two kinds of hands. The pipeline
+// (batches being filled or waiting for the publisher) holds at most
+// `pipeline_limit` of them: that bounds the server's own memory. Once sent, a
+// buffer is held by the transport until ZeroMQ has written it to every peer
+// it was queued for; that count is bounded by ZeroMQ's high-water mark per
+// peer, not here, so that a stuck subscriber of a PUB socket never starves
+// the pipeline (and every other subscriber) of buffers. Buffers come back
+// when the last reference to them is dropped, which may happen on the
 // transport's thread after the assembler is gone: hence the pool is shared.
+// Up to `pipeline_limit` returned buffers are kept for reuse (their pages
+// stay mapped); the rest are freed.
 class BufferPool : public std::enable_shared_from_this<BufferPool> {
  public:
-  BufferPool(std::size_t bytes, std::size_t count) : bytes_(bytes), capacity_(count) {}
+  BufferPool(std::size_t bytes, std::size_t pipeline_limit) : bytes_(bytes), pipeline_limit_(pipeline_limit) {}
   ~BufferPool() {
-    for (std::byte* p : free_) ::operator delete(p, std::align_val_t{kTensorAlignment});
+    for (std::byte* p : free_) free_buffer(p);
   }
 
-  // A buffer, or null if all are in use.
-  std::shared_ptr<std::byte> try_acquire() {
+  // A buffer and the pipeline's hold on it, or nothing if the pipeline
+  // already holds pipeline_limit buffers.
+  std::optional<PooledBuffer> try_acquire() {
     std::byte* raw = nullptr;
     {
       std::lock_guard lock(mutex_);
+      if (in_pipeline_ >= pipeline_limit_) return std::nullopt;
+      ++in_pipeline_;
       if (!free_.empty()) {
         raw = free_.back();
         free_.pop_back();
-      } else if (created_ < capacity_) {
-        ++created_;
-      } else {
-        return nullptr;
       }
     }
     if (!raw) raw = static_cast<std::byte*>(::operator new(bytes_, std::align_val_t{kTensorAlignment}));
-    return std::shared_ptr<std::byte>(raw, [pool = shared_from_this()](std::byte* p) { pool->release(p); });
+    auto self = shared_from_this();
+    return PooledBuffer{std::shared_ptr<std::byte>(raw, [self](std::byte* p) { self->release(p); }),
+                        std::shared_ptr<void>(nullptr, [self](void*) { self->end_pipeline_hold(); })};
   }
 
  private:
   void release(std::byte* p) {
-    std::lock_guard lock(mutex_);
-    free_.push_back(p);
+    {
+      std::lock_guard lock(mutex_);
+      if (free_.size() < pipeline_limit_) {
+        free_.push_back(p);
+        return;
+      }
+    }
+    free_buffer(p);
   }
+  void end_pipeline_hold() {
+    std::lock_guard lock(mutex_);
+    --in_pipeline_;
+  }
+  static void free_buffer(std::byte* p) { ::operator delete(p, std::align_val_t{kTensorAlignment}); }
 
   std::size_t bytes_;
-  std::size_t capacity_;
-  std::size_t created_ = 0;
+  std::size_t pipeline_limit_;
+  std::size_t in_pipeline_ = 0;
   std::mutex mutex_;
   std::vector<std::byte*> free_;
 };
@@ -50,6 +70,7 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
 struct BatchAssembler::Filling {
   std::uint64_t id = 0;
   std::shared_ptr<std::byte> memory;
+  std::shared_ptr<void> pipeline_hold;    // counts this buffer against max_batches
   std::size_t handed_out = 0;             // slots given out so far (new ones)
   std::size_t committed = 0;
   std::vector<std::size_t> returned;      // abandoned slots, to hand out again
@@ -62,8 +83,8 @@ namespace {
 
 constexpr std::size_t round_up(std::size_t n, std::size_t k) { return (n + k - 1) / k * k; }
 
-// How long acquire() waits before looking at the pool again: buffers come
-// back from the transport's thread, which does not signal us.
+// How long acquire() waits before looking at the pool again: the publisher
+// ends its hold on a sent batch without signalling us.
 constexpr auto kPoolPoll = std::chrono::milliseconds(2);
 
 }  // namespace
@@ -101,11 +122,12 @@ std::optional<SampleSlot> BatchAssembler::take_slot_locked() {
     Filling& f = filling_.back();
     return slot_of(f, f.handed_out++);
   }
-  std::shared_ptr<std::byte> memory = pool_->try_acquire();
-  if (!memory) return std::nullopt;
+  std::optional<PooledBuffer> buffer = pool_->try_acquire();
+  if (!buffer) return std::nullopt;
   Filling& f = filling_.emplace_back();
   f.id = next_id_++;
-  f.memory = std::move(memory);
+  f.memory = std::move(buffer->memory);
+  f.pipeline_hold = std::move(buffer->pipeline_hold);
   f.filled.assign(format_.batch_size, false);
   f.keys.resize(format_.batch_size);
   f.shards.resize(format_.batch_size);
@@ -156,6 +178,7 @@ AssembledBatch BatchAssembler::make_ready(Filling& f, std::size_t count) {
   f.shards.resize(count);
   batch.keys = std::move(f.keys);
   batch.shards = std::move(f.shards);
+  batch.pipeline_hold = std::move(f.pipeline_hold);
   return batch;
 }
 

@@ -3,9 +3,12 @@
 // commit it (or abandon it, when the sample proves bad, so that another
 // sample fills it). A batch is ready when all its slots are committed.
 //
-// Memory is bounded: at most max_batches batch buffers exist, whether being
-// filled, waiting, or held by the transport until it has sent them; they are
-// reused, so the same pages serve batch after batch. Thread-safe.
+// Memory is bounded: the pipeline holds at most max_batches batch buffers,
+// being filled or waiting to be sent; an AssembledBatch's hold ends when it
+// is destroyed (after send). Sent buffers stay alive while the transport
+// holds them (ZeroMQ bounds that: high-water mark per peer) and do not count
+// against max_batches, so a peer that stops reading cannot stall the others.
+// Buffers are reused, so the same pages serve batch after batch. Thread-safe.
 #pragma once
 
 #include <condition_variable>
@@ -33,11 +36,19 @@ struct SampleSlot {
   std::byte* image = nullptr;        // the slot's image memory in the output format
 };
 
+// One batch buffer: its memory (shared with the tensors that view it) and the
+// pipeline's hold on it, which ends when the last copy of the hold is dropped.
+struct PooledBuffer {
+  std::shared_ptr<std::byte> memory;
+  std::shared_ptr<void> pipeline_hold;
+};
+
 struct AssembledBatch {
   Tensor images;
   Tensor labels;  // int32 (n,)
   std::vector<std::string> keys;
   std::vector<std::string> shards;
+  std::shared_ptr<void> pipeline_hold;  // drop it once the batch is handed to the transport
 };
 
 class BatchAssembler {

@@ -64,8 +64,10 @@ class ImageServer {
  private:
   static std::size_t batch_buffers(const ImageServerOptions& o) {
     if (o.max_batches) return o.max_batches;
+    // Batches being filled by the workers, one ready, one being sent. What
+    // ZeroMQ still holds once sent is bounded per peer by its high-water mark.
     std::size_t in_flight = 2 + 2 * static_cast<std::size_t>(o.workers) / o.format.batch_size;
-    return std::max<std::size_t>(in_flight + static_cast<std::size_t>(o.connection.send_high_water_mark), 4);
+    return std::max<std::size_t>(in_flight + 2, 4);
   }
 
   bool stop_requested() const {
@@ -180,6 +182,11 @@ void ImageServer::work() {
 
 bool ImageServer::send(const TensorList& batch) {
   try {
+    // Nobody listening: wait rather than decode for nobody (PUB would drop
+    // every batch), looking for a stop request between waits.
+    while (!connection_.wait_for_subscriber(Milliseconds(50))) {
+      if (stop_requested()) return false;
+    }
     connection_.send(batch);
     return true;
   } catch (const TransportError& e) {

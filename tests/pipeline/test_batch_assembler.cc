@@ -114,6 +114,31 @@ TEST_CASE("batch assembler") {
     CHECK(slot.has_value());
     release.join();
   }
+  SUBCASE("memory is bounded: the pipeline holds at most max_batches buffers") {
+    BatchAssembler one(small_format(1), 2);
+    for (int i = 0; i < 2; ++i) one.commit(*one.acquire(), nullptr, i, "k", "s");  // ready, not yet sent
+    std::thread cancel([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      one.cancel();
+    });
+    CHECK_FALSE(one.acquire().has_value());  // waited until cancelled
+    cancel.join();
+  }
+  SUBCASE("buffers the transport still holds after sending do not stall the pipeline") {
+    BatchAssembler one(small_format(1), 2);
+    std::vector<Tensor> held_by_transport;  // a stuck subscriber's queue
+    for (int i = 0; i < 10; ++i) {
+      auto slot = one.acquire();
+      REQUIRE(slot.has_value());
+      fill(*slot, static_cast<std::uint8_t>(i), image_bytes);
+      one.commit(*slot, nullptr, i, "k", "s");
+      auto batch = one.next_ready();
+      REQUIRE(batch.has_value());
+      held_by_transport.push_back(batch->images);  // the batch itself is dropped: sent
+    }
+    // Every buffer is distinct and intact while the transport holds it.
+    for (int i = 0; i < 10; ++i) CHECK(held_by_transport[i].values<std::uint8_t>()[0] == i);
+  }
   SUBCASE("cancel wakes a waiting consumer") {
     std::thread cancel([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -1014,3 +1014,59 @@ def test_memory_stays_flat_over_hundreds_of_epochs(clean_data, rundir):
     assert 600 * batch >= 200 * len(labels)
     growth = max(samples) - warm
     assert growth < 4 << 20, f"RSS {warm >> 20} MiB after warm-up, then {[s >> 20 for s in samples]} MiB"
+
+
+@contextmanager
+def pub_server(args):
+    """serve-imagenet-shards ARGS publishing on zpub tcp://127.0.0.1:0:
+    (process, the bound tcp address); killed if still running."""
+    proc = subprocess.Popen([h.SHARDS_EXE, *args, "zpub://127.0.0.1:0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 10)
+        assert ready, "no first line within 10 s"
+        first = proc.stdout.readline().decode()
+        m = re.search(r"\[bound (tcp://127\.0\.0\.1:\d+)\]", first)
+        assert m, first
+        yield proc, m.group(1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+def subscriber(ctx, address, stuck=False):
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    if stuck:  # reads nothing: its queues fill and stay full
+        sub.setsockopt(zmq.RCVHWM, 1)
+        sub.setsockopt(zmq.RCVBUF, 64 << 10)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.connect(address)
+    return sub
+
+
+def test_subscribers_that_never_read_do_not_stall_the_others(clean_data):
+    """A PUB server keeps serving a healthy subscriber at full rate while two
+    others, connected at different times, never read: the batches queued for
+    them must not take the buffers the pipeline fills."""
+    paths, _ = clean_data
+    args = ["-u", "{" + ",".join(paths) + "}", "-b", "16", "--size", "128", "-r", "0", "--shuffle", "0"]
+    ctx = zmq.Context()
+    socks = []
+    try:
+        with pub_server(args) as (proc, address):
+            healthy = subscriber(ctx, address)
+            socks.append(healthy)
+            receive(healthy, 10, timeout_s=10)
+            for _ in range(2):
+                socks.append(subscriber(ctx, address, stuck=True))
+                receive(healthy, 40, timeout_s=10)  # fails when the server stalls for everyone
+            start = time.monotonic()
+            receive(healthy, 100, timeout_s=10)
+            assert proc.poll() is None
+            assert time.monotonic() - start < 60
+    finally:
+        for s in socks:
+            s.close(linger=0)
+        ctx.term()

@@ -54,7 +54,15 @@ struct ConnectionOptions {
   Milliseconds reconnect{100};            // first reconnect delay after a peer goes away
   Milliseconds reconnect_max{2000};       // reconnect back-off limit
   Milliseconds linger{2000};              // how long close waits to deliver queued batches
-  std::int64_t max_message_size = std::int64_t{2} << 30;  // larger messages are refused (-1: no limit)
+  // Receiving sockets: larger frames are refused by ZeroMQ before it
+  // allocates them, larger messages are dropped and counted (-1: no limit).
+  // See docs/security.md for what an unauthenticated peer can still make
+  // ZeroMQ buffer.
+  std::int64_t max_message_size = std::int64_t{2} << 30;
+  // PUB: send() waits for a subscriber when there is none, instead of
+  // handing ZeroMQ a batch it would drop (a server that waits costs no CPU
+  // and loses no data). False: such batches are counted as dropped.
+  bool await_subscriber = false;
   DecodeLimits limits;                    // bounds on what a received header may declare
   std::size_t stats_horizon = 1000;       // batches the recent rates cover
   bool expand_braces = true;              // false: each URL is taken literally (the reference's noexpand)
@@ -101,10 +109,26 @@ class Connection {
   [[nodiscard]] std::optional<TensorList> recv(std::optional<Milliseconds> timeout = std::nullopt);
 
   // Sends one batch without copying tensor data; the tensors' owners are held
-  // until ZeroMQ has written them. Blocks while the high-water mark is
-  // reached (PUSH). Throws TransportError (code() EINTR when a signal
-  // interrupted a blocked send); REQUIRES a PUSH or PUB connection.
-  void send(std::span<const Tensor> batch);
+  // until ZeroMQ has written them. PUSH: blocks while every peer's
+  // high-water mark is reached. PUB: never blocks for a slow subscriber
+  // (ZeroMQ drops the batch for a subscriber whose queue is full: PUB's
+  // contract, so that one slow peer cannot stall the others); with no
+  // subscriber at all, waits for one (options().await_subscriber) or counts
+  // the batch in dropped_without_subscriber() and does not send it.
+  // Returns: true if the batch was handed to ZeroMQ (and counted in stats()).
+  // Throws TransportError (code() EINTR when a signal interrupted a wait);
+  // REQUIRES a PUSH or PUB connection.
+  bool send(std::span<const Tensor> batch);
+
+  // PUB: subscriptions currently held by peers (each SUB socket normally
+  // holds one); 0 for other kinds.
+  [[nodiscard]] std::uint64_t subscribers();
+  // PUB: waits at most timeout (none: forever) until some peer is
+  // subscribed. Returns: whether one is; true at once for other kinds.
+  // Throws TransportError (code() EINTR when a signal interrupted the wait).
+  bool wait_for_subscriber(std::optional<Milliseconds> timeout);
+  // PUB: batches send() did not send because no peer was subscribed.
+  [[nodiscard]] std::uint64_t dropped_without_subscriber() const noexcept;
 
   // Sends every batch next() yields until it yields nothing; logs the
   // reference's "count N rate ..." line (options().log) every report batches
