@@ -282,6 +282,39 @@ def test_serve_ten_to_python(ctx, tmp_path, short_dir, pattern, transport, mode)
     assert count >= len(SERVED)
 
 
+def _cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def test_serve_ten_on_pub_waits_for_a_subscriber_and_loses_nothing(ctx, tmp_path, short_dir):
+    """With nobody subscribed, serve-ten neither spins nor reports batches
+    that went nowhere; the first subscriber gets the whole epoch, in order."""
+    # PUB drops what does not fit a subscriber's queue: let it hold the burst.
+    args = [SERVE_TEN, "--epochs", "1", "-r", "1", "--hwm", str(2 * len(SERVED))]
+    for g in SERVED:
+        args += ["-i", g.path]
+    args.append(f"zpub+ipc://{os.path.join(short_dir, 's')}")
+    with spawn(args, tmp_path / "serve-ten.err") as proc:
+        line = first_line(proc, tmp_path / "serve-ten.err")
+        time.sleep(1.0)
+        assert proc.poll() is None
+        assert _cpu_seconds(proc.pid) < 0.5  # waiting, not publishing to nobody
+        sock = ctx.socket(zmq.SUB)
+        sock.setsockopt(zmq.RCVTIMEO, RECV_TIMEOUT_MS)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SUBSCRIBE, b"")
+        sock.connect(bound_addresses(line)[0])
+        got = [match_golden(*tb.decode_message(recv_message(sock), with_infos=True)) for _ in SERVED]
+        assert got == SERVED
+        out, _ = proc.communicate(timeout=DEADLINE_S)
+    assert proc.returncode == 0
+    lines = out.decode().splitlines()
+    assert sum("batches" in l and "done" not in l for l in lines) == len(SERVED), lines
+    assert f"done, {len(SERVED)} batches" in lines[-1], lines
+
+
 def test_serve_ten_u4_0d_file(ctx, tmp_path):
     """serve-ten serves a file with u4 and 0-d tensors that tenbin_ref wrote."""
     arrays = [np.arange(6, dtype=np.uint32).reshape(2, 3) * 0x01010101 + 0x80000000,
