@@ -2,6 +2,8 @@
 // (`printf '[%s] ' PATTERN`).
 #include <doctest/doctest.h>
 
+#include <chrono>
+
 #include <string>
 #include <vector>
 
@@ -143,6 +145,38 @@ TEST_CASE("brace_expand: the result limit and brace_expand_all") {
                          doctest::Contains("'{a,{0..99999999999}}'"), tensorcom::ArgumentError);
     CHECK_THROWS_AS((void)brace_expand("{-9223372036854775808..9223372036854775807}"),
                     tensorcom::ArgumentError);
+  }
+  SUBCASE("nesting is bounded: a deep pattern is an error, not a stack overflow") {
+    auto nested = [](std::size_t depth) {
+      std::string s;
+      for (std::size_t i = 0; i < depth; ++i) s += "{a,";
+      s += "b";
+      for (std::size_t i = 0; i < depth; ++i) s += "}";
+      return s;
+    };
+    CHECK(brace_expand(nested(tensorcom::kMaxBraceDepth)).size() == tensorcom::kMaxBraceDepth + 1);
+    CHECK_THROWS_WITH_AS((void)brace_expand(nested(tensorcom::kMaxBraceDepth + 1)),
+                         doctest::Contains("nests groups more than 64 deep"), tensorcom::ArgumentError);
+    // Nesting like the 80 KB pattern that once crashed the parser (which is
+    // now over the length limit too); the message stays short.
+    try {
+      (void)brace_expand(nested(20000 / 4));
+      FAIL("no error");
+    } catch (const tensorcom::ArgumentError& e) {
+      CHECK(std::string_view(e.what()).size() < 200);
+      CHECK(std::string_view(e.what()).find("(20001 bytes)") != std::string_view::npos);
+    }
+  }
+  SUBCASE("groups side by side do not nest: thousands of them expand") {
+    std::string s;
+    for (int i = 0; i < 5000; ++i) s += "{x..x}";
+    CHECK(brace_expand(s) == std::vector<std::string>{std::string(5000, 'x')});
+  }
+  SUBCASE("a pattern over the length limit is refused") {
+    CHECK_THROWS_WITH_AS((void)brace_expand(std::string(tensorcom::kMaxBracePatternBytes + 1, 'a')),
+                         doctest::Contains("longer than the limit"), tensorcom::ArgumentError);
+    // The slowest pattern of that length (no brace ever closes) still expands, to itself.
+    CHECK(brace_expand(std::string(tensorcom::kMaxBracePatternBytes, '{')).size() == 1);
   }
   SUBCASE("brace_expand_all concatenates in order") {
     const std::vector<std::string> patterns{"a{1,2}", "b", "{x..z}"};

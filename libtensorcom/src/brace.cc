@@ -170,21 +170,29 @@ class Expander {
  public:
   explicit Expander(std::string_view pattern) : pattern_(pattern) {}
 
-  // bash's brace_expand on `text`, a piece of the pattern.
-  Strings expand(std::string_view text) const {
-    const std::size_t open = find_group(text);
-    if (open == npos) return {std::string(text)};
-    const std::size_t close = gobble(text, open + 1, '}');
-    const std::string_view amble = text.substr(open + 1, close - open - 1);
-    const std::string_view rest = text.substr(close + 1);
-    Strings result = product({std::string(text.substr(0, open))}, expand_group(amble));
-    if (!rest.empty()) result = product(result, expand(rest));
-    return result;
+  // bash's brace_expand on `text`, a piece of the pattern `depth` groups
+  // deep. Groups side by side are taken in a loop (bash recurses on the rest);
+  // only nesting recurses, and that is bounded.
+  Strings expand(std::string_view text, std::size_t depth = 0) const {
+    if (depth > kMaxBraceDepth) {
+      throw ArgumentError("brace pattern " + shown() + " nests groups more than " +
+                          std::to_string(kMaxBraceDepth) + " deep");
+    }
+    Strings result{""};
+    for (;;) {
+      const std::size_t open = find_group(text);
+      if (open == npos) return product(result, {std::string(text)});
+      const std::size_t close = gobble(text, open + 1, '}');
+      const std::string_view amble = text.substr(open + 1, close - open - 1);
+      result = product(product(result, {std::string(text.substr(0, open))}), expand_group(amble, depth));
+      text = text.substr(close + 1);
+      if (text.empty()) return result;
+    }
   }
 
   void check_count(std::size_t count) const {
     if (count <= kMaxBraceExpansions) return;
-    throw ArgumentError("brace pattern '" + std::string(pattern_) + "' expands to more than " +
+    throw ArgumentError("brace pattern " + shown() + " expands to more than " +
                         std::to_string(kMaxBraceExpansions) + " strings");
   }
 
@@ -199,18 +207,18 @@ class Expander {
   }
 
   // The strings one "{amble}" stands for: a list, a range, or itself.
-  Strings expand_group(std::string_view amble) const {
-    if (has_separator(amble)) return expand_list(amble);
+  Strings expand_group(std::string_view amble, std::size_t depth) const {
+    if (has_separator(amble)) return expand_list(amble, depth);
     if (const auto seq = parse_sequence(amble)) return expand_sequence(*seq);
     return {"{" + std::string(amble) + "}"};
   }
 
   // bash's expand_amble: split at level-0 commas and expand each item.
-  Strings expand_list(std::string_view amble) const {
+  Strings expand_list(std::string_view amble, std::size_t depth) const {
     Strings result;
     for (std::size_t start = 0;;) {
       const std::size_t comma = gobble(amble, start, ',');
-      Strings item = expand(amble.substr(start, comma == npos ? npos : comma - start));
+      Strings item = expand(amble.substr(start, comma == npos ? npos : comma - start), depth + 1);
       check_count(result.size() + item.size());
       result.insert(result.end(), std::make_move_iterator(item.begin()),
                     std::make_move_iterator(item.end()));
@@ -250,6 +258,13 @@ class Expander {
     return result;
   }
 
+  // The pattern quoted for a message, cut if long.
+  std::string shown() const {
+    constexpr std::size_t kShown = 100;
+    if (pattern_.size() <= kShown) return "'" + std::string(pattern_) + "'";
+    return "'" + std::string(pattern_.substr(0, kShown)) + "...' (" + std::to_string(pattern_.size()) + " bytes)";
+  }
+
   std::string_view pattern_;
 };
 
@@ -268,6 +283,10 @@ std::string unescape(const std::string& s) {
 }  // namespace
 
 std::vector<std::string> brace_expand(std::string_view pattern) {
+  if (pattern.size() > kMaxBracePatternBytes) {
+    throw ArgumentError("brace pattern of " + std::to_string(pattern.size()) + " bytes is longer than the limit of " +
+                        std::to_string(kMaxBracePatternBytes) + " (give long lists as separate arguments)");
+  }
   Strings result = Expander(pattern).expand(pattern);
   for (auto& s : result) s = unescape(s);
   return result;

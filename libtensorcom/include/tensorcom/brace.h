@@ -17,6 +17,12 @@ namespace tensorcom {
 // The most strings one call may produce; a pattern that expands to more is
 // almost certainly a typo (a range missing a digit), not a request.
 inline constexpr std::size_t kMaxBraceExpansions = 1'000'000;
+// Groups nested deeper than this ("{a,{b,{c,...}}}") are refused: the
+// expansion recurses once a level, and no real pattern nests past a few.
+inline constexpr std::size_t kMaxBraceDepth = 64;
+// Longer patterns are refused: finding the groups of a hostile pattern
+// (thousands of braces that never close) costs time quadratic in its length.
+inline constexpr std::size_t kMaxBracePatternBytes = 32 << 10;
 
 // Expands the brace groups of `pattern`, left to right:
 //   {a,b,c}      comma list; empty items allowed: "x{,y}" -> x xy
@@ -34,7 +40,8 @@ inline constexpr std::size_t kMaxBraceExpansions = 1'000'000;
 // Returns: the expansions in bash's order; at least one string. A pattern
 //   without braces or backslashes returns itself.
 // Throws: ArgumentError naming `pattern` if it expands to more than
-//   kMaxBraceExpansions strings (checked before they are built).
+//   kMaxBraceExpansions strings (checked before they are built), nests
+//   groups deeper than kMaxBraceDepth, or is longer than kMaxBracePatternBytes.
 [[nodiscard]] std::vector<std::string> brace_expand(std::string_view pattern);
 
 // Returns: brace_expand of each pattern, concatenated in order.
