@@ -85,13 +85,12 @@ std::string report_line(std::uint64_t index, const Rates& r, std::uint64_t batch
 }
 
 std::string report_json(std::uint64_t index, const Rates& r, std::uint64_t batch_size) {
-  return JsonObject()
-      .add_integer("index", index)
-      .add_number("batches_per_s", r.batches_per_s)
-      .add_number("samples_per_s", r.samples_per_s)
-      .add_number("mb_per_s", r.mb_per_s)
-      .add_integer("batch_size", batch_size)
-      .str();
+  return Json{{"index", index},
+              {"batches_per_s", r.batches_per_s},
+              {"samples_per_s", r.samples_per_s},
+              {"mb_per_s", r.mb_per_s},
+              {"batch_size", batch_size}}
+      .dump();
 }
 
 // Prints reports as batches arrive, and the summary at the end.
@@ -135,16 +134,15 @@ class Monitor {
                                         : rates_over(seconds, stats.batches() - 1, stats.samples() - first_samples_,
                                                      stats.bytes() - first_bytes_);
     if (options_.json) {
-      std::cout << JsonObject()
-                       .add_bool("summary", true)
-                       .add_integer("batches", stats.batches())
-                       .add_integer("samples", stats.samples())
-                       .add_integer("bytes", stats.bytes())
-                       .add_number("seconds", seconds)
-                       .add_number("batches_per_s", r.batches_per_s)
-                       .add_number("samples_per_s", r.samples_per_s)
-                       .add_number("mb_per_s", r.mb_per_s)
-                       .str()
+      std::cout << Json{{"summary", true},
+                        {"batches", stats.batches()},
+                        {"samples", stats.samples()},
+                        {"bytes", stats.bytes()},
+                        {"seconds", seconds},
+                        {"batches_per_s", r.batches_per_s},
+                        {"samples_per_s", r.samples_per_s},
+                        {"mb_per_s", r.mb_per_s}}
+                       .dump()
                 << std::endl;
       return;
     }

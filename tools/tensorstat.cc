@@ -271,73 +271,59 @@ void print_text(const BatchStatistics& stats, const BatchSource& source) {
 
 // ---- JSON output ----
 
-void add_moments(JsonObject& object, const Moments& m) {
-  object.add_number("min", m.lo)
-      .add_number("max", m.hi)
-      .add_number("mean", m.mean)
-      .add_number("std", m.std_dev())
-      .add_integer("n", m.n);
+void add_moments(Json& object, const Moments& m) {
+  object["min"] = m.lo;
+  object["max"] = m.hi;
+  object["mean"] = m.mean;
+  object["std"] = m.std_dev();
+  object["n"] = m.n;
 }
 
-std::string signatures_json(const std::vector<Signature>& signatures) {
-  std::vector<std::string> items;
-  for (const Signature& s : signatures) {
-    std::vector<std::string> dims;
-    for (std::int64_t d : s.shape) dims.push_back(std::to_string(d));
-    items.push_back(JsonObject().add_string("dtype", dtype_name(s.dtype)).add_json("shape", json_array(dims)).str());
-  }
-  return json_array(items);
+Json signatures_json(const std::vector<Signature>& signatures) {
+  Json items = Json::array();
+  for (const Signature& s : signatures) items.push_back({{"dtype", dtype_name(s.dtype)}, {"shape", s.shape}});
+  return items;
 }
 
-std::string channels_json(const ChannelStats& c) {
-  if (!c.consistent) return "null";
-  std::vector<double> means;
-  std::vector<double> stds;
+Json channels_json(const ChannelStats& c) {
+  if (!c.consistent) return nullptr;
+  Json means = Json::array();
+  Json stds = Json::array();
   for (const Moments& m : c.moments) {
     means.push_back(m.mean);
     stds.push_back(m.std_dev());
   }
-  return JsonObject()
-      .add_string("layout", layout_name(c.layout))
-      .add_json("mean", json_number_array(means))
-      .add_json("std", json_number_array(stds))
-      .str();
+  return {{"layout", layout_name(c.layout)}, {"mean", std::move(means)}, {"std", std::move(stds)}};
 }
 
-std::string labels_json(const LabelStats& labels) {
-  if (!labels.input) return "null";
-  JsonObject counts;
-  for (const auto& [label, count] : labels.counts) counts.add_integer(std::to_string(label), count);
+Json labels_json(const LabelStats& labels) {
+  if (!labels.input) return nullptr;
+  Json counts = Json::object();
+  for (const auto& [label, count] : labels.counts) counts[std::to_string(label)] = count;
   auto [rarest, commonest] = rarest_and_commonest(labels);
-  return JsonObject()
-      .add_integer("input", *labels.input)
-      .add_integer("n", labels.n)
-      .add_integer("classes", labels.counts.size())
-      .add_integer("min", labels.counts.begin()->first)
-      .add_integer("max", labels.counts.rbegin()->first)
-      .add_integer("min_count", rarest->second)
-      .add_integer("max_count", commonest->second)
-      .add_json("counts", counts.str())
-      .str();
+  return {{"input", *labels.input},
+          {"n", labels.n},
+          {"classes", labels.counts.size()},
+          {"min", labels.counts.begin()->first},
+          {"max", labels.counts.rbegin()->first},
+          {"min_count", rarest->second},
+          {"max_count", commonest->second},
+          {"counts", std::move(counts)}};
 }
 
 void print_json(const BatchStatistics& stats) {
-  std::vector<std::string> inputs;
+  Json inputs = Json::array();
   for (std::size_t i = 0; i < stats.inputs().size(); ++i) {
     const InputStats& s = stats.inputs()[i];
-    JsonObject input;
-    input.add_integer("index", i).add_integer("count", s.count);
+    Json input = {{"index", i}, {"count", s.count}};
     add_moments(input, s.all);
-    input.add_json("signatures", signatures_json(s.signatures));
-    input.add_json("channels", s.channels ? channels_json(*s.channels) : "null");
-    inputs.push_back(input.str());
+    input["signatures"] = signatures_json(s.signatures);
+    input["channels"] = s.channels ? channels_json(*s.channels) : nullptr;
+    inputs.push_back(std::move(input));
   }
-  std::cout << JsonObject()
-                   .add_integer("batches", stats.batches())
-                   .add_json("inputs", json_array(inputs))
-                   .add_json("labels", labels_json(stats.labels()))
-                   .str()
-            << std::endl;
+  const Json report = {
+      {"batches", stats.batches()}, {"inputs", std::move(inputs)}, {"labels", labels_json(stats.labels())}};
+  std::cout << report.dump() << std::endl;
 }
 
 int run(const StatOptions& options) {

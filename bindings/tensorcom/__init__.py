@@ -37,6 +37,6 @@ __all__ = [
 def __getattr__(name):
     # torch is imported only by those who ask for it.
     if name == "TensorcomDataset":
-        from .torch import TensorcomDataset
+        from .dataset import TensorcomDataset
         return TensorcomDataset
     raise AttributeError(f"module 'tensorcom' has no attribute {name!r}")

@@ -9,22 +9,18 @@ applied round-robin over the batch's arrays (transform_with).
 from ._tensorcom import ArgumentError
 
 
-def _torch_converter():
-    from .torch import TorchConverter
-    return TorchConverter()
-
-
-def _torch_cuda_converter():
-    from .torch import CudaConverter
-    return CudaConverter()
+def _torch_support():
+    """tensorcom.torch, imported on first use: torch is optional."""
+    from . import torch
+    return torch
 
 
 # Name -> factory: every Connection gets converters of its own (the CUDA one
 # keeps a stream).
 converter_table = {
     "numpy": lambda: None,
-    "torch": _torch_converter,
-    "torch_cuda": _torch_cuda_converter,
+    "torch": lambda: _torch_support().TorchConverter(),
+    "torch_cuda": lambda: _torch_support().CudaConverter(),
 }
 
 
@@ -34,8 +30,7 @@ def device_converter(device):
     if name == "cpu":
         return "torch"
     if name.startswith("cuda"):
-        from .torch import CudaConverter
-        return CudaConverter(device=name)
+        return _torch_support().CudaConverter(device=name)
     raise ArgumentError(f"unknown device {device!r} (cpu, cuda or cuda:N)")
 
 

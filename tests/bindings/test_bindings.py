@@ -10,6 +10,7 @@ reads back the port. Every subprocess is killed in a finally; every receive
 has a timeout.
 """
 
+import ast
 import errno
 import gc
 import io
@@ -75,6 +76,65 @@ def pair(ipc_dir, name="s", **options):
     finally:
         push.close()
         pull.close()
+
+
+# --- the package: its modules and what they import -------------------------------------
+
+def package_imports():
+    """{module: (modules it imports at module level, modules it imports inside
+    functions, whether it imports torch at module level)} for the package's
+    .py files as the build laid them out."""
+    package = os.path.dirname(tensorcom.__file__)
+    found = {}
+    for name in sorted(os.listdir(package)):
+        if not name.endswith(".py"):
+            continue
+        with open(os.path.join(package, name)) as f:
+            tree = ast.parse(f.read())
+        top, inner = set(), set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                names = {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
+                (top if node in tree.body else inner).update(names)
+        uses_torch = any(isinstance(node, ast.Import) and any(a.name == "torch" for a in node.names)
+                         for node in tree.body)
+        found[name[:-3]] = (top, inner, uses_torch)
+    return found
+
+
+def test_modules_import_downwards():
+    modules = package_imports()
+    assert {"__init__", "connection", "converters", "dataset", "tenbin", "torch"} <= set(modules)
+    # No import circle, not even one closed by an import inside a function:
+    # peel off, again and again, the modules that import no module left.
+    edges = {m: (top | inner) & set(modules) for m, (top, inner, _) in modules.items()}
+    while edges:
+        leaves = {m for m, imported in edges.items() if not imported - {m}}
+        assert leaves, f"import circle among {sorted(edges)}: {edges}"
+        edges = {m: imported - leaves for m, imported in edges.items() if m not in leaves}
+    # An import inside a function is only for what needs torch, which is optional.
+    for m, (_, inner, _) in modules.items():
+        assert all(modules[i][2] for i in inner if i in modules), f"{m} imports {inner} lazily"
+
+
+def test_torch_stays_optional():
+    script = """
+import sys
+sys.modules["torch"] = None  # import torch raises ImportError
+import tensorcom
+assert not any(name in sys.modules for name in ("tensorcom.torch", "tensorcom.dataset")), sorted(sys.modules)
+assert tensorcom.converter_table["numpy"]() is None
+for ask in (lambda: tensorcom.converter_table["torch"](), lambda: tensorcom.TensorcomDataset):
+    try:
+        ask()
+    except ImportError:
+        continue
+    raise AssertionError("torch was not needed")
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
 
 
 # --- tenbin: byte compatibility ---------------------------------------------------------

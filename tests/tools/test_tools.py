@@ -241,6 +241,10 @@ def test_tensormon_json_counts(tmp_path):
     for o in reports:
         assert o["batch_size"] == b and o["batches_per_s"] > 0 and o["samples_per_s"] > 0 and o["mb_per_s"] > 0
     assert summary["summary"] is True
+    # Counts print as integers, rates as doubles.
+    assert all(type(summary[k]) is int for k in ("batches", "samples", "bytes"))
+    assert all(type(o[k]) is int for o in reports for k in ("index", "batch_size"))
+    assert all(type(summary[k]) is float for k in ("seconds", "batches_per_s", "samples_per_s", "mb_per_s"))
     assert set(summary) == {"summary", "batches", "samples", "bytes", "seconds", "batches_per_s", "samples_per_s",
                             "mb_per_s"}
     assert (summary["batches"], summary["samples"], summary["bytes"]) == (5, 5 * b, 5 * batch_bytes)
@@ -346,6 +350,20 @@ def test_tensorstat_matches_numpy(tmp_path):
     assert got["counts"] == {str(v): int(c) for v, c in zip(values, counts)}
 
 
+def test_tensorstat_json_spells_nan_and_infinity_as_null(tmp_path):
+    nan = np.array([[1, np.nan, 3]], np.float32)
+    inf = np.array([[-2, 5, np.inf]], np.float32)
+    path = write_ten(tmp_path / "nan.ten", [[nan, inf]])
+    with serve(path, push=True, group=2) as url:
+        r = run_tool("tensorstat", "--json", "-c", 1, url)
+    assert r.returncode == 0, r.stderr
+    assert "NaN" not in r.stdout and "Infinity" not in r.stdout, r.stdout
+    with_nan, with_inf = json.loads(r.stdout)["inputs"]
+    assert [with_nan[k] for k in ("min", "max", "mean", "std")] == [None] * 4  # NaN propagates, as in NumPy
+    assert (with_inf["min"], with_inf["max"], with_inf["mean"]) == (-2.0, None, None)
+    assert with_nan["n"] == with_inf["n"] == 3
+
+
 def test_tensorstat_text_in_the_references_words(tmp_path):
     lists = stat_lists()
     path = write_ten(tmp_path / "stat.ten", lists)
@@ -438,7 +456,7 @@ def class_files(tmp_path):
         "numbers as list": '["0", "1", "2"]',
         "names as object": '{"0": "tench", "1": "goldfish", "2": "shark"}',
         "names as list": '[\n  "tench",\n  "goldfish",\n  "shark"\n]',
-        "names with bare keys": '{2: "shark", 0: "tench", 1: "goldfish"}',
+        "names with keys in another order": '{"2": "shark", "0": "tench", "1": "goldfish"}',
         "names as imagenet index": '{"0": ["n01440764", "tench"], "1": ["n01443537", "goldfish"], '
                                    '"2": ["n01484850", "shark"]}',
     }
@@ -468,22 +486,24 @@ def test_tensorshow_class_names(tmp_path):
     # A name that is the number draws the same as no table; every spelling of the names draws the same.
     assert np.array_equal(grids["numbers as list"], grids["none"])
     assert not np.array_equal(grids["names as object"], grids["none"])
-    for name in ("names as list", "names with bare keys", "names as imagenet index"):
+    for name in ("names as list", "names with keys in another order", "names as imagenet index"):
         assert np.array_equal(grids[name], grids["names as object"]), name
 
 
-@pytest.mark.parametrize("text,where", [
-    ('{"0": "tench",\n "1": goldfish}', "line 2, column 7"),
-    ('{"0": "tench", "0": "again"}', "line 1, column 16"),
-    ('{"tench": "0"}', "line 1, column 2"),
-    ('["tench",]', "line 1, column 10"),
+@pytest.mark.parametrize("text,where,what", [
+    ('{"0": "tench",\n "1": goldfish}', "line 2, column 7", "invalid literal"),
+    ('{0: "tench"}', "line 1, column 2", "expected string literal"),  # bare keys are not JSON
+    ('["tench",]', "line 1, column 10", "unexpected ']'"),
+    ('{"0": "tench", "0": "again"}', "line 1, column 18", "label 0 appears twice"),
+    ('{"tench": "0"}', "line 1, column 8", 'key "tench" is not a class label'),
 ])
-def test_tensorshow_bad_class_file(tmp_path, text, where):
+def test_tensorshow_bad_class_file(tmp_path, text, where, what):
     classes = tmp_path / "bad.json"
     classes.write_text(text)
     r = run_tool("tensorshow", "-C", classes, "-o", tmp_path / "x.png", silent_url())
     assert r.returncode == 1
-    assert r.stderr.startswith(f"tensorshow: {classes}: {where}: "), r.stderr
+    assert r.stderr.startswith(f"tensorshow: {classes}: {where}: ") and what in r.stderr, r.stderr
+    assert not (tmp_path / "x.png").exists()
 
 
 def test_tensorshow_refuses_batches_without_images(tmp_path):

@@ -1,11 +1,10 @@
 #include "batch_source.h"
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <iostream>
-
-#include "json.h"
 
 namespace po = boost::program_options;
 
@@ -98,8 +97,11 @@ void BatchSource::report_silence(double silent_s) const {
 }
 
 std::string format_seconds(double seconds) {
-  // Rounded to milliseconds, so that 3 x 0.1 s reads "0.3", not "0.30000000000000004".
-  return json_number(std::round(seconds * 1000) / 1000);
+  // Rounded to milliseconds, so that 3 x 0.1 s reads "0.3", not "0.30000000000000004";
+  // the shortest text that reads back, so that 2 s reads "2" (JSON would print "2.0").
+  char text[32];  // 24 hold any double: to_chars cannot fail
+  const std::to_chars_result result = std::to_chars(text, text + sizeof text, std::round(seconds * 1000) / 1000);
+  return std::string(text, result.ptr);
 }
 
 }  // namespace tensorcom::tools
