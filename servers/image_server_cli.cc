@@ -55,6 +55,8 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage) : options
       "classes", po::value(&s.classes)->default_value(0), "labels must be below this (0: any)")(
       "max-pixels", po::value(&s.augment.max_pixels)->default_value(s.augment.max_pixels),
       "refuse larger images")(
+      "memory-limit", po::value(&s.memory_limit)->default_value(default_memory_limit()),
+      "bytes of encoded samples buffered between reading and decoding (default: an eighth of memory, at most 4 GiB)")(
       "max-image-bytes", po::value(&s.max_image_bytes)->default_value(s.max_image_bytes),
       "skip encoded images larger than this, unread")(
       "rank", po::value(&s.order.rank)->default_value(0), "this server's share of the shards ...")(

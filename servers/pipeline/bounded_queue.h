@@ -1,5 +1,6 @@
-// A blocking FIFO of bounded size between threads. close() ends it: push()
-// then refuses, and pop() drains what is left before returning nothing.
+// A blocking FIFO between threads, bounded in items and optionally in bytes
+// (as a weigh function counts them). close() ends it: push() then refuses,
+// and pop() drains what is left before returning nothing.
 //
 // A producer that found the queue full sleeps until it is half empty, not
 // until one item is gone: when producer and consumers share a core, waking
@@ -9,6 +10,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 
@@ -17,18 +19,25 @@ namespace tensorcom::pipeline {
 template <class T>
 class BoundedQueue {
  public:
-  explicit BoundedQueue(std::size_t capacity) : capacity_(capacity ? capacity : 1) {}
+  using Weigh = std::function<std::size_t(const T&)>;
+
+  // max_bytes 0: no byte bound. An item heavier than max_bytes alone still
+  // passes, once the queue is empty.
+  explicit BoundedQueue(std::size_t capacity, std::size_t max_bytes = 0, Weigh weigh = {})
+      : capacity_(capacity ? capacity : 1), max_bytes_(max_bytes), weigh_(std::move(weigh)) {}
 
   // Blocks while full; returns false (dropping value) once closed.
   bool push(T value) {
+    const std::size_t bytes = weigh_ ? weigh_(value) : 0;
     std::unique_lock lock(mutex_);
-    if (items_.size() >= capacity_) {
+    if (full(bytes)) {
       ++waiting_producers_;
-      not_full_.wait(lock, [&] { return closed_ || items_.size() <= capacity_ / 2; });
+      not_full_.wait(lock, [&] { return closed_ || half_empty(); });
       --waiting_producers_;
     }
     if (closed_) return false;
-    items_.push_back(std::move(value));
+    items_.push_back({std::move(value), bytes});
+    bytes_ += bytes;
     if (items_.size() == 1) not_empty_.notify_one();
     return true;
   }
@@ -42,9 +51,10 @@ class BoundedQueue {
       --waiting_consumers_;
     }
     if (items_.empty()) return std::nullopt;
-    T value = std::move(items_.front());
+    T value = std::move(items_.front().value);
+    bytes_ -= items_.front().bytes;
     items_.pop_front();
-    if (waiting_producers_ > 0 && items_.size() <= capacity_ / 2) not_full_.notify_all();
+    if (waiting_producers_ > 0 && half_empty()) not_full_.notify_all();
     // Several consumers: one woken by the first push passes the baton.
     if (waiting_consumers_ > 0 && !items_.empty()) not_empty_.notify_one();
     return value;
@@ -64,11 +74,25 @@ class BoundedQueue {
   }
 
  private:
+  struct Item {
+    T value;
+    std::size_t bytes;
+  };
+  bool full(std::size_t incoming) const {
+    return items_.size() >= capacity_ || (max_bytes_ && !items_.empty() && bytes_ + incoming > max_bytes_);
+  }
+  bool half_empty() const {
+    return items_.size() <= capacity_ / 2 && (!max_bytes_ || items_.empty() || bytes_ <= max_bytes_ / 2);
+  }
+
   std::size_t capacity_;
+  std::size_t max_bytes_;
+  Weigh weigh_;
+  std::size_t bytes_ = 0;
   std::mutex mutex_;
   std::condition_variable not_full_;
   std::condition_variable not_empty_;
-  std::deque<T> items_;
+  std::deque<Item> items_;
   std::size_t waiting_producers_ = 0;
   std::size_t waiting_consumers_ = 0;
   bool closed_ = false;

@@ -1,5 +1,6 @@
 #include "image_server.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +23,13 @@ std::string default_server_id() {
   char host[256] = "localhost";
   ::gethostname(host, sizeof host - 1);
   return std::string(host) + ":" + std::to_string(::getpid());
+}
+
+// The process's peak resident memory so far.
+std::uint64_t peak_memory_mib() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::uint64_t>(usage.ru_maxrss) / 1024;  // kilobytes on Linux
 }
 
 // The label of a sample, or why it has none usable.
@@ -53,7 +61,9 @@ class ImageServer {
   ImageServer(const ImageServerOptions& options, SampleSource& source)
       : options_(options),
         source_(source),
-        queue_(4 * static_cast<std::size_t>(std::max(options.workers, 1)) + options.format.batch_size),
+        memory_limit_(options.memory_limit ? options.memory_limit : default_memory_limit()),
+        queue_(4 * static_cast<std::size_t>(std::max(options.workers, 1)) + options.format.batch_size,
+               memory_limit_ / 4, buffered_bytes),
         assembler_(options.format, batch_buffers(options)),
         skips_(options.program),
         server_id_(options.server_id.empty() ? default_server_id() : options.server_id),
@@ -85,6 +95,7 @@ class ImageServer {
 
   const ImageServerOptions& options_;
   SampleSource& source_;
+  std::uint64_t memory_limit_;
   BoundedQueue<RawSample> queue_;
   BatchAssembler assembler_;
   SkipCounter skips_;
@@ -103,7 +114,8 @@ class ImageServer {
 void ImageServer::read_all() {
   for (std::uint64_t epoch = 0; options_.epochs == 0 || epoch < options_.epochs; ++epoch) {
     const std::uint64_t epoch_start = sequence_;
-    ShuffleBuffer<RawSample> buffer(options_.shuffle_buffer, seeded_rng({options_.order.seed, epoch, 3}));
+    ShuffleBuffer<RawSample> buffer(options_.shuffle_buffer, seeded_rng({options_.order.seed, epoch, 3}),
+                                    memory_limit_ / 4 * 3, buffered_bytes);
     for (std::size_t unit : epoch_units(source_.units(), epoch, options_.order)) {
       if (!read_unit(unit, buffer)) return;
     }
@@ -125,9 +137,23 @@ bool ImageServer::read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer) 
   auto pass_on = [&](RawSample sample) {
     auto out = buffer.add(std::move(sample));
     stopped = stop_requested() || (out && !emit(std::move(*out)));
+    while (!stopped) {
+      auto excess = buffer.take_excess();
+      if (!excess) break;
+      stopped = !emit(std::move(*excess));
+    }
     return !stopped;
   };
-  if (std::optional<std::string> problem = source_.read(unit, pass_on)) {
+  std::optional<std::string> problem;
+  try {
+    problem = source_.read(unit, pass_on);
+  } catch (const std::bad_alloc&) {
+    // One shard's failure ends that shard only; what it gave is served.
+    problem = source_.unit_label(unit) + " abandoned: out of memory while reading it";
+  } catch (const std::exception& e) {
+    problem = source_.unit_label(unit) + " abandoned: " + e.what();
+  }
+  if (problem) {
     ++shard_errors_;
     std::cerr << options_.program << ": " << formats::printable(*problem) << '\n';
   }
@@ -217,7 +243,8 @@ void ImageServer::summary(double seconds) const {
   std::cout << options_.program << ": done: served " << samples_sent_ << " samples in " << batches_sent_
             << " batches in " << seconds << " s (" << (seconds > 0 ? samples_sent_ / seconds : 0.0)
             << " images/s); skipped: " << skips_.summary() << "; shard errors: " << shard_errors_
-            << "; JPEGs cut at restart markers: " << jpegs_sliced_ << " of " << jpegs_total_ << std::endl;
+            << "; JPEGs cut at restart markers: " << jpegs_sliced_ << " of " << jpegs_total_
+            << "; peak memory: " << peak_memory_mib() << " MiB" << std::endl;
   // Most of a crop's decoding time is entropy decoding of rows it does not
   // need; restart markers let the server skip it. Say how to get them.
   if (jpegs_total_ > 0 && jpegs_sliced_ * 2 < jpegs_total_) {
@@ -277,6 +304,13 @@ int ImageServer::run() {
 }
 
 }  // namespace
+
+std::uint64_t default_memory_limit() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGE_SIZE);
+  const std::uint64_t physical = pages > 0 && page > 0 ? std::uint64_t(pages) * std::uint64_t(page) : 0;
+  return std::clamp<std::uint64_t>(physical / 8, std::uint64_t{64} << 20, std::uint64_t{4} << 30);
+}
 
 int run_image_server(const ImageServerOptions& options, SampleSource& source) {
   if (source.units() == 0) throw ArgumentError(std::string("nothing to serve: no ") + source.unit_name());

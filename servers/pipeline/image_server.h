@@ -30,12 +30,20 @@ struct ImageServerOptions {
   std::int32_t classes = 0;           // labels must be below this (0: any non-negative int32)
   std::uint64_t max_image_bytes = std::uint64_t{256} << 20;  // larger encoded images are skipped unread
   std::size_t max_batches = 0;        // batch buffers in memory (0: 2 + 2 x workers / batch, at least 4)
+  // Bytes of encoded samples held between the reader and the workers (the
+  // shuffle buffer gets 3/4, the queue to the workers 1/4); the shuffle
+  // buffer passes samples on early rather than exceed it. 0: an eighth of
+  // the machine's memory, at most 4 GiB (default_memory_limit()).
+  std::uint64_t memory_limit = 0;
   std::string server_id;              // in metadata; hostname:pid when empty
   ConnectionOptions connection;
   // Polled (every 50 ms and between samples): true ends serving early, with
   // a summary. Empty: serve until the epochs are done.
   std::function<bool()> should_stop;
 };
+
+// An eighth of the machine's physical memory, between 64 MiB and 4 GiB.
+[[nodiscard]] std::uint64_t default_memory_limit();
 
 // Serves source's samples until the epochs are done or should_stop; prints
 // report lines and a summary to stdout. Returns the exit status: 1 if an

@@ -22,4 +22,10 @@ struct RawSample {
   std::uint64_t sequence = 0;        // position in the served stream; seeds its augmentation
 };
 
+// What a buffered sample costs in memory, near enough to budget by.
+inline std::size_t buffered_bytes(const RawSample& sample) {
+  return sizeof(RawSample) + sample.key.size() + sample.shard.size() + (sample.image ? sample.image->size() : 0) +
+         (sample.label ? sample.label->size() : 0);
+}
+
 }  // namespace tensorcom::pipeline

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <random>
 #include <vector>
@@ -36,13 +37,26 @@ void fisher_yates(std::vector<std::size_t>& indices, std::mt19937_64& rng);
 template <class T>
 class ShuffleBuffer {
  public:
-  ShuffleBuffer(std::size_t capacity, std::mt19937_64 rng) : capacity_(capacity), rng_(rng) {}
+  using Weigh = std::function<std::size_t(const T&)>;
 
-  // Adds value; returns a sample to pass on, if one is due.
+  // Holds up to `capacity` items and, when max_bytes > 0, up to max_bytes
+  // (as weigh counts them): shuffling must not cost unbounded memory when
+  // samples are large.
+  ShuffleBuffer(std::size_t capacity, std::mt19937_64 rng, std::size_t max_bytes = 0, Weigh weigh = {})
+      : capacity_(capacity), rng_(rng), max_bytes_(max_bytes), weigh_(std::move(weigh)) {}
+
+  // Adds value; returns a sample to pass on, if one is due by count.
   std::optional<T> add(T value) {
     if (capacity_ == 0) return value;
+    bytes_ += weight(value);
     items_.push_back(std::move(value));
     if (items_.size() <= capacity_) return std::nullopt;
+    return take_random();
+  }
+  // A random sample while the buffer holds more than max_bytes; call it
+  // after add() until it returns nothing.
+  std::optional<T> take_excess() {
+    if (!max_bytes_ || bytes_ <= max_bytes_ || items_.empty()) return std::nullopt;
     return take_random();
   }
   // Removes a random remaining sample; nothing when empty.
@@ -52,16 +66,22 @@ class ShuffleBuffer {
   }
 
  private:
+  std::size_t weight(const T& value) const { return weigh_ ? weigh_(value) : 0; }
+
   T take_random() {
     std::size_t i = std::uniform_int_distribution<std::size_t>(0, items_.size() - 1)(rng_);
     std::swap(items_[i], items_.back());
     T value = std::move(items_.back());
     items_.pop_back();
+    bytes_ -= weight(value);
     return value;
   }
 
   std::size_t capacity_;
   std::mt19937_64 rng_;
+  std::size_t max_bytes_;
+  Weigh weigh_;
+  std::size_t bytes_ = 0;
   std::vector<T> items_;
 };
 

@@ -41,6 +41,7 @@ class ShardSource final : public SampleSource {
 
   std::size_t units() const noexcept override { return shards_.size(); }
   const char* unit_name() const noexcept override { return "shards"; }
+  std::string unit_label(std::size_t unit) const override { return shards_[unit]; }
 
   std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take) override {
     const std::string& shard = shards_[unit];
@@ -78,6 +79,7 @@ class FolderSource final : public SampleSource {
 
   std::size_t units() const noexcept override { return folder_.images.size(); }
   const char* unit_name() const noexcept override { return "images"; }
+  std::string unit_label(std::size_t unit) const override { return folder_.images[unit].file.string(); }
 
   std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take) override {
     const formats::FolderImage& image = folder_.images[unit];

@@ -23,11 +23,14 @@ class SampleSource {
   [[nodiscard]] virtual std::size_t units() const noexcept = 0;
   // "shards" or "images", for messages.
   [[nodiscard]] virtual const char* unit_name() const noexcept = 0;
+  // Unit `unit` as the user named it (a shard, an image file), for messages.
+  [[nodiscard]] virtual std::string unit_label(std::size_t unit) const = 0;
   // Reads unit `unit`, passing its samples in order to `take` until it
   // returns false. A sample whose image cannot be used says why in its
   // fields (oversized_image, unreadable); the worker skips and counts it.
   // Returns why the unit ended early (a damaged or missing shard), naming it;
-  // nothing if it was read to its end or `take` stopped it.
+  // nothing if it was read to its end or `take` stopped it. Throws what
+  // `take` throws, and std::bad_alloc; the caller ends only this unit.
   [[nodiscard]] virtual std::optional<std::string> read(std::size_t unit,
                                                         const std::function<bool(RawSample)>& take) = 0;
 };

@@ -82,3 +82,24 @@ TEST_CASE("a producer that found the queue full resumes only once it is half emp
   CHECK(pushed.load());
   for (int i = 4; i <= 8; ++i) CHECK(queue.pop() == i);
 }
+
+TEST_CASE("a byte bound holds back items by weight; one heavy item alone still passes") {
+  BoundedQueue<int> queue(100, 10, [](const int& bytes) { return static_cast<std::size_t>(bytes); });
+  REQUIRE(queue.push(4));
+  REQUIRE(queue.push(6));  // exactly the bound
+  std::atomic<bool> pushed{false};
+  std::thread producer([&] {
+    REQUIRE(queue.push(3));
+    pushed = true;
+  });
+  while (queue.blocked_producers() == 0) std::this_thread::yield();
+  CHECK_FALSE(pushed.load());
+  REQUIRE(queue.pop() == 4);  // 6 left: more than half the bytes
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(pushed.load());
+  REQUIRE(queue.pop() == 6);
+  producer.join();
+  CHECK(queue.pop() == 3);
+  REQUIRE(queue.push(50));  // heavier than the bound, into an empty queue
+  CHECK(queue.pop() == 50);
+}

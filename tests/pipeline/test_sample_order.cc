@@ -56,6 +56,17 @@ TEST_CASE("shuffle buffer") {
   std::sort(sorted.begin(), sorted.end());
   for (int i = 0; i < 100; ++i) REQUIRE(sorted[i] == i);
   CHECK(out != sorted);
+  SUBCASE("a byte bound makes the buffer pass samples on early") {
+    ShuffleBuffer<int> bounded(1000, std::mt19937_64(2), 100, [](const int& bytes) { return std::size_t(bytes); });
+    int held = 0;
+    for (int i = 1; i <= 30; ++i) {
+      CHECK_FALSE(bounded.add(i).has_value());  // far below the count
+      held += i;
+      while (auto x = bounded.take_excess()) held -= *x;
+      CHECK(held <= 100);
+    }
+    CHECK(held > 70);  // it passes on only what it must (the heaviest sample is 30)
+  }
   SUBCASE("capacity 0 passes samples straight through") {
     ShuffleBuffer<int> none(0, std::mt19937_64(1));
     CHECK(none.add(4) == 4);

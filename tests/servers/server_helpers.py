@@ -158,7 +158,7 @@ def _batches_in_summary(out_path):
     return int(m.group(1)) if m else None
 
 
-def run_server(args, tmpdir, exe=SHARDS_EXE, deadline_s=RUN_DEADLINE_S, receive=True):
+def run_server(args, tmpdir, exe=SHARDS_EXE, deadline_s=RUN_DEADLINE_S, receive=True, preexec_fn=None):
     """Runs exe with args plus a zpush+ipc address whose PULL end is bound
     here first; receives until the server has exited and nothing more comes.
     Returns a Run. The process is killed if it outlives the deadline."""
@@ -176,7 +176,7 @@ def run_server(args, tmpdir, exe=SHARDS_EXE, deadline_s=RUN_DEADLINE_S, receive=
         pull.bind("ipc://" + sock_path)
         cmd = [exe] + list(args) + (["zpush+ipc://" + sock_path] if receive else [])
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
         poller = zmq.Poller()
         poller.register(pull, zmq.POLLIN)
         start = time.monotonic()

@@ -1070,3 +1070,89 @@ def test_subscribers_that_never_read_do_not_stall_the_others(clean_data):
         for s in socks:
             s.close(linger=0)
         ctx.term()
+
+
+class _Zeros(io.RawIOBase):
+    """n zero bytes, read without holding them."""
+    def __init__(self, n):
+        self.left = n
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        k = min(len(b), self.left)
+        b[:k] = bytes(k)
+        self.left -= k
+        return k
+
+
+def write_zero_members_tgz(path, count, size, good=()):
+    """A .tar.gz of `count` zero-filled "jpg" members of `size` bytes (a few
+    hundred KB on disk), then the (key, members) samples of `good`."""
+    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
+        for i in range(count):
+            info = tarfile.TarInfo(f"zero{i:02d}.jpg")
+            info.size = size
+            tar.addfile(info, io.BufferedReader(_Zeros(size), 1 << 20))
+        for key, members in good:
+            for ext, data in members.items():
+                info = tarfile.TarInfo(f"{key}.{ext}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def good_samples(rng, count, prefix):
+    return [(f"{prefix}{i}", {"jpg": h.encode(h.smooth_image(rng, 64, 64), "jpg"), "cls": h.cls(1)})
+            for i in range(count)]
+
+
+def peak_memory_mib(r):
+    m = re.search(r"; peak memory: (\d+) MiB", r.out)
+    assert m, r.out
+    return int(m.group(1))
+
+
+def test_memory_limit_bounds_buffered_samples_in_bytes(root, rundir):
+    """Sixteen 40 MB members (a 640 MB shard that packs into a few hundred KB)
+    must not all sit in the shuffle buffer: --memory-limit bounds it in bytes."""
+    if _sanitized(h.SHARDS_EXE):
+        pytest.skip("sanitizer build: its allocator keeps freed memory on purpose")
+    rng = np.random.default_rng(21)
+    d = tempfile.mkdtemp(dir=root, prefix="ml")
+    path = write_zero_members_tgz(os.path.join(d, "zeros.tar.gz"), 16, 40 << 20, good_samples(rng, 4, "g"))
+    assert os.path.getsize(path) < 4 << 20
+    args = ["-u", path, "--epochs", "1", "--meta", "-b", "1", "--size", "32", "-r", "0"]
+    r = run(args + ["--memory-limit", str(64 << 20)], rundir)
+    assert r.rc == 0, r
+    assert sorted(r.keys()) == [f"g{i}" for i in range(4)]
+    assert r.summary()[2] == {"missing label": 16}, r.summary()
+    # The reader's member, one in the queue, one in the shuffle buffer, one
+    # per worker: about five members, not sixteen.
+    assert peak_memory_mib(r) < 360, r.out
+
+
+def test_running_out_of_memory_in_one_shard_ends_only_that_shard(root, rundir):
+    """An allocation failure while reading a shard (a 300 MB member under a
+    tight address-space limit) abandons that shard with a message; the
+    other shard is served and the server exits normally."""
+    if _sanitized(h.SHARDS_EXE):
+        pytest.skip("sanitizer build: its shadow memory needs the address space")
+    import resource
+    rng = np.random.default_rng(22)
+    d = tempfile.mkdtemp(dir=root, prefix="oom")
+    huge = write_zero_members_tgz(os.path.join(d, "a-huge.tar.gz"), 1, 300 << 20)
+    good = h.write_tar(os.path.join(d, "b-good.tar"), good_samples(rng, 4, "g"))
+    limit = 900 << 20
+
+    def cap_address_space():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    args = ["-u", "{" + huge + "," + good + "}", "--epochs", "1", "--meta", "-b", "1", "--size", "32", "-r", "0",
+            "--shuffle", "0", "-w", "1", "--max-image-bytes", str(512 << 20), "--memory-limit", str(64 << 20)]
+    r = run(args, rundir, preexec_fn=cap_address_space)
+    assert r.rc == 0, r
+    assert sorted(r.keys()) == [f"g{i}" for i in range(4)]
+    assert r.summary()[3] == 1
+    assert re.search(r"a-huge\.tar\.gz abandoned: out of memory while reading it", r.err), r.err
