@@ -1,7 +1,10 @@
 // Connection over real sockets: ipc in a temp dir and tcp on 127.0.0.1 port 0.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
 #include <zmq.hpp>
+
+#include <cstdio>
 
 #include <map>
 #include <set>
@@ -346,4 +349,79 @@ TEST_CASE("serve() logs its rate lines through the hook") {
   CHECK(lines[0].starts_with("count 8 rate "));
   CHECK(lines[1].starts_with("count 16 rate "));
   for (int i = 0; i < 4; ++i) CHECK(pull.recv(5000ms).has_value());
+}
+
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+std::int64_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  REQUIRE(f != nullptr);
+  long size = 0, resident = 0;
+  REQUIRE(std::fscanf(f, "%ld %ld", &size, &resident) == 2);
+  std::fclose(f);
+  return std::int64_t{resident} * ::sysconf(_SC_PAGESIZE);
+}
+
+// Sends `frames` frames of one MiB as one message, from a raw socket.
+void send_mib_frames(zmq::socket_t& raw, int frames) {
+  std::vector<char> mib(1 << 20, 'm');
+  for (int i = 0; i < frames; ++i) {
+    raw.send(zmq::buffer(mib.data(), mib.size()), i + 1 < frames ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a receiver gives back the memory it keeps between messages") {
+  if (kSanitized) return;  // the sanitizer's allocator keeps freed memory on purpose
+  TempDir dir;
+  constexpr std::int64_t kMiB = 1 << 20;
+  SUBCASE("after dropping an oversized message") {
+    ConnectionOptions options;
+    options.max_message_size = 64 * kMiB;
+    options.log = {};
+    Connection pull({ipc_url("zpull", dir, "r")}, options);
+    const std::int64_t before = resident_bytes();
+    {
+      zmq::context_t context;
+      zmq::socket_t raw(context, zmq::socket_type::push);
+      raw.connect("ipc://" + (dir.path / "r").string());
+      send_mib_frames(raw, 300);
+      CHECK_FALSE(pull.recv(5000ms).has_value());
+    }
+    CHECK(pull.malformed().by_kind.at(FormatErrorKind::kTooLarge) == 1);
+    CHECK(resident_bytes() - before < 100 * kMiB);
+  }
+  SUBCASE("when it has waited a second for the next message") {
+    Connection pull({ipc_url("zpull", dir, "i")});
+    const std::int64_t before = resident_bytes();
+    {
+      zmq::context_t context;
+      zmq::socket_t raw(context, zmq::socket_type::push);
+      raw.connect("ipc://" + (dir.path / "i").string());
+      // One valid 300 MiB tensor: header frame, then data.
+      TensorList big{Tensor::zeros(DType::kUInt8, {300 * kMiB})};
+      std::vector<std::byte> header(header_size(big[0]));
+      write_header(big[0], header);
+      raw.send(zmq::buffer(header.data(), header.size()), zmq::send_flags::sndmore);
+      raw.send(zmq::buffer(big[0].data(), big[0].nbytes()), zmq::send_flags::none);
+      auto got = pull.recv(5000ms);
+      REQUIRE(got.has_value());
+      CHECK((*got)[0].nbytes() == 300 * kMiB);
+    }
+    CHECK_FALSE(pull.recv(1500ms).has_value());  // idle: the kept memory goes back
+    CHECK(resident_bytes() - before < 100 * kMiB);
+  }
 }

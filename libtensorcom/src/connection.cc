@@ -71,7 +71,9 @@ class Connection::Impl {
   Impl(std::span<const std::string> urls, ConnectionOptions options)
       : options_(std::move(options)), endpoints_(parse_urls(urls, options_.expand_braces)), stats_(options_.stats_horizon) {
     const SocketKind kind = endpoints_.front().kind;
-    if (options_.reuse_receive_memory && receives()) detail::keep_large_buffers_mapped();
+    keeps_memory_ = options_.reuse_receive_memory && receives();
+    release_at_close_.active = keeps_memory_;
+    if (keeps_memory_) detail::keep_large_buffers_mapped();
     try {
       socket_ = zmq::socket_t(context_, detail::zmq_type(kind));
       detail::configure_socket(socket_, kind, options_);
@@ -92,7 +94,7 @@ class Connection::Impl {
     require(receives(), "recv");
     const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
     for (;;) {
-      if (!wait_readable(deadline)) return std::nullopt;
+      if (!wait_readable_releasing_memory(deadline)) return std::nullopt;
       auto frames = receive_frames();
       if (!frames) continue;
       if (auto batch = decode(std::move(frames))) return batch;
@@ -199,6 +201,23 @@ class Connection::Impl {
     }
   }
 
+  // wait_readable, but a receiver that keeps memory between messages gives
+  // it back once it has waited kIdleBeforeRelease for the next: a trainer
+  // between epochs or evaluating holds no batch memory it is not using.
+  bool wait_readable_releasing_memory(std::chrono::steady_clock::time_point deadline) {
+    if (!keeps_memory_ || released_since_last_message_) return wait_readable(deadline);
+    const auto idle = std::chrono::steady_clock::now() + kIdleBeforeRelease;
+    if (wait_readable(std::min(deadline, idle))) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    release_memory();
+    return wait_readable(deadline);
+  }
+
+  void release_memory() {
+    detail::return_free_memory();
+    released_since_last_message_ = true;
+  }
+
   // Polls until a message (PUB: a subscription) can be read or the deadline passes.
   bool wait_readable(std::chrono::steady_clock::time_point deadline) {
     zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
@@ -234,9 +253,12 @@ class Connection::Impl {
     } catch (const zmq::error_t& e) {
       throw_transport("receive from " + describe() + " failed", e);
     }
+    released_since_last_message_ = false;
     if (options_.max_message_size >= 0 && total > options_.max_message_size) {
       count_malformed(FormatErrorKind::kTooLarge, "message of " + std::to_string(total) + " bytes exceeds max_message_size " +
                                        std::to_string(options_.max_message_size));
+      frames.reset();
+      if (keeps_memory_) release_memory();  // a hostile size must not stay in the heap
       return nullptr;
     }
     return frames;
@@ -280,6 +302,18 @@ class Connection::Impl {
     socket_.send(zmq::message_t(buffer.data(), buffer.size(), release_owner, hint), zmq::send_flags::none);
   }
 
+  // Receivers that keep message memory mapped (reuse_receive_memory) give
+  // it back when idle, after dropping an oversized message, and at close.
+  static constexpr Milliseconds kIdleBeforeRelease{1000};
+  bool keeps_memory_ = false;
+  bool released_since_last_message_ = false;
+  // Declared before the context: runs after ZeroMQ has freed what it held.
+  struct ReleaseAtClose {
+    bool active = false;
+    ~ReleaseAtClose() {
+      if (active) detail::return_free_memory();
+    }
+  } release_at_close_;
   zmq::context_t context_;
   zmq::socket_t socket_;
   std::uint64_t subscriptions_ = 0;  // PUB: as counted from the XPUB messages

@@ -25,4 +25,6 @@ void keep_large_buffers_mapped() {
   });
 }
 
+void return_free_memory() { ::malloc_trim(0); }
+
 }  // namespace tensorcom::detail

@@ -9,4 +9,10 @@ namespace tensorcom::detail {
 // later calls do nothing. Thread safe.
 void keep_large_buffers_mapped();
 
+// Gives the heap's free memory back to the system (malloc_trim): what the
+// setting above keeps for the next message, once it is not needed. Costs a
+// walk over the heap's free blocks: call it rarely (a large message dropped,
+// a receiver idle, a Connection closed). Thread safe.
+void return_free_memory();
+
 }  // namespace tensorcom::detail

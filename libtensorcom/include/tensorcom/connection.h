@@ -68,7 +68,9 @@ struct ConnectionOptions {
   bool expand_braces = true;              // false: each URL is taken literally (the reference's noexpand)
   // Keep large receive buffers mapped between messages: without it every
   // batch is freshly mapped and faulted in. Process-wide, see Connection's
-  // constructor.
+  // constructor. What is kept is given back to the system when the
+  // receiver has waited a second for a message, after it drops an
+  // oversized message, and when it closes.
   bool reuse_receive_memory = true;
   // Receives every line the library writes (a malformed message skipped,
   // serve()'s rate lines), without its newline, on the thread that called
@@ -94,7 +96,10 @@ class Connection {
   // only when 1 GiB at its top is free (M_TRIM_THRESHOLD), one arena for
   // every thread (M_ARENA_MAX 1). ZeroMQ mallocs every received message; without these
   // glibc maps each large batch afresh and unmaps it on free, and faulting
-  // its pages in again bounds throughput (see src/malloc_tuning.cc).
+  // its pages in again bounds throughput (see src/malloc_tuning.cc). The
+  // heap kept that way is trimmed (malloc_trim) when a receiver idles for a
+  // second, drops an oversized message, or closes: retention is bounded by
+  // what a busy receiver's messages occupy.
   explicit Connection(std::span<const std::string> urls, ConnectionOptions options = {});
   Connection(std::initializer_list<std::string> urls, ConnectionOptions options = {});
   Connection(Connection&&) noexcept;
