@@ -9,6 +9,7 @@
 #include "ipc_buffer_tuner.h"
 #include "malloc_tuning.h"
 #include "socket_options.h"
+#include "zap_handler.h"
 #include "tensorcom/brace.h"
 
 namespace tensorcom {
@@ -75,6 +76,9 @@ class Connection::Impl {
     release_at_close_.active = keeps_memory_;
     if (keeps_memory_) detail::keep_large_buffers_mapped();
     try {
+      if (options_.curve && options_.curve->server_public_key.empty() && options_.curve->allowed_clients) {
+        zap_ = std::make_unique<detail::ZapHandler>(context_, *options_.curve->allowed_clients);
+      }
       socket_ = zmq::socket_t(context_, detail::zmq_type(kind));
       detail::configure_socket(socket_, kind, options_);
       if (kind == SocketKind::kSub) socket_.set(zmq::sockopt::subscribe, options_.topic.value_or(endpoints_[0].topic));
@@ -92,6 +96,7 @@ class Connection::Impl {
 
   std::optional<TensorList> recv(std::optional<Milliseconds> timeout) {
     require(receives(), "recv");
+    log_refusals();
     const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
     for (;;) {
       if (!wait_readable_releasing_memory(deadline)) return std::nullopt;
@@ -103,6 +108,7 @@ class Connection::Impl {
 
   bool send(std::span<const Tensor> batch) {
     require(!receives(), "send");
+    log_refusals();
     if (publishes() && subscribers() == 0) {
       if (!options_.await_subscriber) {
         ++dropped_without_subscriber_;
@@ -149,6 +155,13 @@ class Connection::Impl {
       if (!wait_readable(deadline)) return false;
     }
     return true;
+  }
+
+  std::uint64_t refused_peers() const noexcept { return zap_ ? zap_->refused() : 0; }
+
+  void log_refusals() {
+    if (!zap_) return;
+    for (const std::string& line : zap_->take_lines()) log("tensorcom: " + describe() + ": " + line);
   }
 
   // Hands a line to the user's log hook, if any.
@@ -316,6 +329,7 @@ class Connection::Impl {
   } release_at_close_;
   zmq::context_t context_;
   zmq::socket_t socket_;
+  std::unique_ptr<detail::ZapHandler> zap_;  // CURVE allow-list; stops before the context closes
   std::uint64_t subscriptions_ = 0;  // PUB: as counted from the XPUB messages
   // Declared last: stops watching before the socket closes.
   std::unique_ptr<detail::IpcBufferTuner> ipc_tuner_;
@@ -339,6 +353,7 @@ bool Connection::send(std::span<const Tensor> batch) { return impl_->send(batch)
 std::uint64_t Connection::subscribers() { return impl_->subscribers(); }
 bool Connection::wait_for_subscriber(std::optional<Milliseconds> timeout) { return impl_->wait_for_subscriber(timeout); }
 std::uint64_t Connection::dropped_without_subscriber() const noexcept { return impl_->dropped_without_subscriber_; }
+std::uint64_t Connection::refused_peers() const noexcept { return impl_->refused_peers(); }
 
 std::uint64_t Connection::serve(const std::function<std::optional<TensorList>()>& next, std::uint64_t report) {
   std::uint64_t count = 0;

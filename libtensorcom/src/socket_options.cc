@@ -14,6 +14,20 @@ zmq::socket_type zmq_type(SocketKind kind) noexcept {
   return zmq::socket_type::pull;
 }
 
+void configure_curve(zmq::socket_t& socket, const CurveSecurity& curve) {
+  if (curve.keys.secret_key.empty()) throw ArgumentError("CURVE needs this side's secret key");
+  // Keys of 40 characters are taken as Z85 by ZeroMQ.
+  socket.set(zmq::sockopt::curve_secretkey, curve.keys.secret_key);
+  socket.set(zmq::sockopt::curve_publickey, curve.keys.public_key);
+  if (curve.server_public_key.empty()) {
+    socket.set(zmq::sockopt::curve_server, true);
+    // A domain makes ZeroMQ ask the context's ZAP handler (if any) about every client.
+    socket.set(zmq::sockopt::zap_domain, "tensorcom");
+  } else {
+    socket.set(zmq::sockopt::curve_serverkey, curve.server_public_key);
+  }
+}
+
 void configure_socket(zmq::socket_t& socket, SocketKind kind, const ConnectionOptions& options) {
   socket.set(zmq::sockopt::linger, static_cast<int>(options.linger.count()));
   socket.set(zmq::sockopt::sndhwm, options.send_high_water_mark);
@@ -34,6 +48,7 @@ void configure_socket(zmq::socket_t& socket, SocketKind kind, const ConnectionOp
     socket.set(zmq::sockopt::maxmsgsize, kMaxSubscriptionBytes);
   }
   if (kind == SocketKind::kPub) socket.set(zmq::sockopt::xpub_verboser, 1);
+  if (options.curve) configure_curve(socket, *options.curve);
   // Applied by ZeroMQ to tcp only; IpcBufferTuner does it for ipc.
   socket.set(zmq::sockopt::sndbuf, kSocketBufferBytes);
   socket.set(zmq::sockopt::rcvbuf, kSocketBufferBytes);

@@ -17,6 +17,9 @@ inline constexpr int kSocketBufferBytes = 4 << 20;
 inline constexpr std::int64_t kMaxSubscriptionBytes = 4096;
 
 [[nodiscard]] zmq::socket_type zmq_type(SocketKind kind) noexcept;
+// Makes the socket a CURVE server or client with curve's keys.
+// Throws ArgumentError without a secret key, zmq::error_t for a bad key.
+void configure_curve(zmq::socket_t& socket, const CurveSecurity& curve);
 // Applies every option that must be set before bind/connect.
 void configure_socket(zmq::socket_t& socket, SocketKind kind, const ConnectionOptions& options);
 

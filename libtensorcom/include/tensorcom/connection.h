@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tensorcom/curve.h"
 #include "tensorcom/error.h"
 #include "tensorcom/stats.h"
 #include "tensorcom/tenbin.h"
@@ -72,6 +73,9 @@ struct ConnectionOptions {
   // receiver has waited a second for a message, after it drops an
   // oversized message, and when it closes.
   bool reuse_receive_memory = true;
+  // CURVE encryption and authentication of every peer (see curve.h and
+  // docs/security.md). Nothing: plain text, any peer (ZeroMQ's NULL).
+  std::optional<CurveSecurity> curve;
   // Receives every line the library writes (a malformed message skipped,
   // serve()'s rate lines), without its newline, on the thread that called
   // recv() or serve(). Empty: the lines are dropped.
@@ -134,6 +138,9 @@ class Connection {
   bool wait_for_subscriber(std::optional<Milliseconds> timeout);
   // PUB: batches send() did not send because no peer was subscribed.
   [[nodiscard]] std::uint64_t dropped_without_subscriber() const noexcept;
+  // CURVE server with allowed_clients: peers refused so far (each refusal
+  // is also logged through options().log, at the next send or receive).
+  [[nodiscard]] std::uint64_t refused_peers() const noexcept;
 
   // Sends every batch next() yields until it yields nothing; logs the
   // reference's "count N rate ..." line (options().log) every report batches

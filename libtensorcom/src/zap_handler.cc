@@ -1,0 +1,103 @@
+#include "zap_handler.h"
+
+#include <zmq_addon.hpp>
+
+#include <chrono>
+#include <cstring>
+
+#include "tensorcom/error.h"
+
+namespace tensorcom::detail {
+namespace {
+
+// The endpoint libzmq sends authentication requests to (RFC 27).
+constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
+// How often the handler's thread looks at its stop flag.
+constexpr std::chrono::milliseconds kStopPoll{100};
+
+std::string text_of(const zmq::message_t& frame) { return frame.to_string(); }
+
+std::string z85_of(const std::uint8_t* key) {
+  char text[41];
+  if (zmq_z85_encode(text, key, 32) == nullptr) return "?";
+  return text;
+}
+
+}  // namespace
+
+ZapHandler::ZapHandler(zmq::context_t& context, const std::vector<std::string>& allowed_z85_keys)
+    : socket_(context, zmq::socket_type::rep) {
+  for (const std::string& text : allowed_z85_keys) {
+    Key key{};
+    if (text.size() != 40 || zmq_z85_decode(key.data(), text.c_str()) == nullptr) {
+      throw ArgumentError("allowed client key '" + text + "' is not a 40-character Z85 key");
+    }
+    allowed_.insert(key);
+  }
+  socket_.set(zmq::sockopt::linger, 0);
+  try {
+    socket_.bind(kZapEndpoint);
+  } catch (const zmq::error_t& e) {
+    throw TransportError(std::string("cannot start CURVE authentication: ") + e.what(), e.num());
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+ZapHandler::~ZapHandler() {
+  stop_ = true;
+  thread_.join();
+}
+
+std::vector<std::string> ZapHandler::take_lines() {
+  std::lock_guard lock(lines_mutex_);
+  std::vector<std::string> out(lines_.begin(), lines_.end());
+  lines_.clear();
+  return out;
+}
+
+void ZapHandler::run() {
+  while (!stop_) {
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    try {
+      if (zmq::poll(&item, 1, kStopPoll) <= 0) continue;
+      std::vector<zmq::message_t> request;
+      if (!zmq::recv_multipart(socket_, std::back_inserter(request))) continue;
+      answer(request);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) return;
+      // EINTR from a signal: look at the stop flag and go on.
+    }
+  }
+}
+
+// Request: version, request id, domain, address, routing id, mechanism,
+// credentials (CURVE: the client's 32-byte public key). Reply: version,
+// request id, status code, status text, user id, metadata.
+void ZapHandler::answer(std::vector<zmq::message_t>& request) {
+  const bool well_formed = request.size() >= 6 && text_of(request[0]) == "1.0";
+  const bool curve = well_formed && text_of(request[5]) == "CURVE" && request.size() >= 7 && request[6].size() == 32;
+  Key key{};
+  if (curve) std::memcpy(key.data(), request[6].data(), key.size());
+  const bool allowed = curve && allowed_.count(key) > 0;
+  if (!allowed) {
+    ++refused_;
+    const std::string address = well_formed ? text_of(request[3]) : "?";
+    note_refusal(curve ? "refused a peer at " + address + ": its CURVE key " + z85_of(key.data()) + " is not allowed"
+                       : "refused a peer at " + address + ": not a CURVE client");
+  }
+  std::array<zmq::message_t, 6> reply{
+      zmq::message_t(std::string_view("1.0")),
+      zmq::message_t(request.size() > 1 ? request[1].data() : nullptr, request.size() > 1 ? request[1].size() : 0),
+      zmq::message_t(std::string_view(allowed ? "200" : "400")),
+      zmq::message_t(std::string_view(allowed ? "OK" : "key not allowed")),
+      zmq::message_t(allowed ? z85_of(key.data()) : std::string()),
+      zmq::message_t()};
+  zmq::send_multipart(socket_, reply);
+}
+
+void ZapHandler::note_refusal(std::string line) {
+  std::lock_guard lock(lines_mutex_);
+  if (lines_.size() < kMaxPendingLines) lines_.push_back(std::move(line));
+}
+
+}  // namespace tensorcom::detail

@@ -1,0 +1,55 @@
+// Internal: a ZeroMQ authentication (ZAP, RFC 27) handler that lets in only
+// CURVE clients whose public key is on an allow-list, as CZMQ's zauth does
+// with a certificate folder. One per ZeroMQ context, on a thread of its own;
+// libzmq asks it during every CURVE handshake on that context's sockets.
+#pragma once
+
+#include <zmq.hpp>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tensorcom::detail {
+
+class ZapHandler {
+ public:
+  // Binds the context's ZAP endpoint and starts answering.
+  // Throws ArgumentError for a key that is not Z85, TransportError if the
+  // endpoint cannot be bound.
+  ZapHandler(zmq::context_t& context, const std::vector<std::string>& allowed_z85_keys);
+  // Stops the thread and closes its socket (before the context closes).
+  ~ZapHandler();
+  ZapHandler(const ZapHandler&) = delete;
+  ZapHandler& operator=(const ZapHandler&) = delete;
+
+  // Peers refused so far.
+  [[nodiscard]] std::uint64_t refused() const noexcept { return refused_; }
+  // Lines describing refusals since the last call (at most kMaxPendingLines;
+  // the rest are only counted). Thread safe.
+  [[nodiscard]] std::vector<std::string> take_lines();
+
+ private:
+  using Key = std::array<std::uint8_t, 32>;
+  static constexpr std::size_t kMaxPendingLines = 16;
+
+  void run();
+  void answer(std::vector<zmq::message_t>& request);
+  void note_refusal(std::string line);
+
+  zmq::socket_t socket_;
+  std::set<Key> allowed_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> refused_{0};
+  std::mutex lines_mutex_;
+  std::deque<std::string> lines_;
+  std::thread thread_;  // last: starts once everything above exists
+};
+
+}  // namespace tensorcom::detail
