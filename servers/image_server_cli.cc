@@ -67,6 +67,7 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage) : options
       "linger", po::value(&linger_ms_)->default_value(linger_ms_), "ms to deliver queued batches at exit")(
       "address", po::value(&s.addresses),
       (std::string("URLs to serve on (brace-expanded; default ") + programs::kDefaultServeUrl + ")").c_str());
+  programs::add_curve_options(options, curve_);
 }
 
 bool ImageServerCli::parse(int argc, char** argv) {
@@ -92,6 +93,7 @@ void ImageServerCli::finish() {
   s.order.resample = vars_.count("resample") > 0;
   if (vars_.count("single")) s.connection.framing = Framing::kSingleBuffer;
   s.connection.linger = Milliseconds(linger_ms_);
+  s.connection.curve = programs::curve_security(curve_);
   if (vars_.count("scale")) {
     auto v = vars_["scale"].as<std::vector<float>>();
     if (v.size() != 2 || !(0 < v[0] && v[0] <= v[1] && v[1] <= 1)) throw ArgumentError("--scale needs 0 < MIN <= MAX <= 1");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pipeline/image_server.h"
+#include "tensorcom/programs/curve_options.h"
 
 namespace tensorcom::pipeline {
 
@@ -29,6 +30,7 @@ struct ImageServerCli {
   std::string mean_;
   std::string std_;
   std::int64_t linger_ms_ = 10000;
+  programs::CurveFlags curve_;
 };
 
 }  // namespace tensorcom::pipeline

@@ -10,6 +10,7 @@
 #include "tensorcom/brace.h"
 #include "tensorcom/connection.h"
 #include "tensorcom/ten_file.h"
+#include "tensorcom/programs/curve_options.h"
 #include "tensorcom/programs/program.h"
 
 namespace po = boost::program_options;
@@ -105,6 +106,8 @@ int main(int argc, char** argv) {
         "linger", po::value(&linger_ms)->default_value(linger_ms),
         "ms to wait at exit for queued batches to be delivered (-1: forever)")(
         "address", po::value(&o.addresses), "URLs to serve on (brace-expanded)");
+    programs::CurveFlags curve;
+    programs::add_curve_options(options, curve);
     po::positional_options_description positional;
     positional.add("address", -1);
     po::variables_map vars;
@@ -114,6 +117,7 @@ int main(int argc, char** argv) {
     if (o.addresses.empty()) o.addresses = {programs::kDefaultServeUrl};
     if (vars.count("single")) o.connection.framing = Framing::kSingleBuffer;
     o.connection.linger = Milliseconds(linger_ms);
+    o.connection.curve = programs::curve_security(curve);
     programs::install_stop_handlers();
     return serve(o);
   });

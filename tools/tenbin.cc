@@ -4,6 +4,7 @@
 //   tenbin cat FILE.ten... [-o OUT.ten]   re-encode (to stdout without -o)
 //   tenbin record URL... -n N -o OUT.ten  record N received batches
 //   tenbin synth -b B -s S -n N -o OUT.ten  synthetic [images, labels] batches
+//   tenbin keygen NAME                    a CURVE key pair: NAME and NAME_secret
 #include <boost/program_options.hpp>
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "tensorcom/connection.h"
+#include "tensorcom/curve.h"
 #include "tensorcom/ten_file.h"
 #include "tensorcom/programs/program.h"
 
@@ -28,7 +30,8 @@ constexpr const char* kUsage =
     "  check FILE.ten...              exit 0 if every file is valid, else 1 with the reason and offset\n"
     "  cat FILE.ten... [-o OUT.ten]   re-encode the lists into one file (stdout without -o)\n"
     "  record URL... -n N -o OUT.ten  record N batches received from URLs\n"
-    "  synth -b B -s S -n N -o OUT.ten  write N batches of random uint8 (B,S,S,3) images and int32 (B,) labels\n";
+    "  synth -b B -s S -n N -o OUT.ten  write N batches of random uint8 (B,S,S,3) images and int32 (B,) labels\n"
+    "  keygen NAME                    write a CURVE key pair: NAME (public) and NAME_secret (mode 0600)\n";
 
 struct Parsed {
   po::variables_map vars;
@@ -176,6 +179,18 @@ int run_synth(const std::vector<std::string>& argv) {
   return 0;
 }
 
+int run_keygen(const std::vector<std::string>& argv) {
+  po::options_description options("tenbin keygen NAME");
+  options.add_options()("help,h", "show this help");
+  Parsed p = parse(options, argv);
+  if (p.vars.count("help") || p.args.size() != 1) return programs::print_usage(options, p.vars.count("help"));
+  const CurveKeyPair keys = generate_curve_keypair();
+  write_curve_certificates(p.args[0], keys);
+  std::cout << "tenbin keygen: wrote " << p.args[0] << " (public key " << keys.public_key << ") and " << p.args[0]
+            << "_secret\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -191,6 +206,7 @@ int main(int argc, char** argv) {
     if (command == "cat") return run_cat(rest);
     if (command == "record") return run_record(rest);
     if (command == "synth") return run_synth(rest);
+    if (command == "keygen") return run_keygen(rest);
     if (command == "-h" || command == "--help") {
       std::cout << kUsage;
       return 0;

@@ -83,7 +83,7 @@ def read_line(stream, timeout, what):
 
 
 @contextmanager
-def serve(path, push=False, group=0, rate=1000):
+def serve(path, push=False, group=0, rate=1000, extra=()):
     """serve-ten on 127.0.0.1:0; yields the URL a tool receives from.
 
     push=False: PUB, every list over and over (the tool sees some of them).
@@ -95,7 +95,8 @@ def serve(path, push=False, group=0, rate=1000):
     args = [SERVE_TEN, "-i", str(path), "-g", str(group), "--epochs", "1" if push else "0"]
     if not push:
         args += ["--rate", str(rate)]
-    proc = subprocess.Popen(args + [url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(args + list(extra) + [url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL)
     with killing(proc):
         line = read_line(proc.stdout, LINE_TIMEOUT_S, "serve-ten")
         m = re.search(r"\[bound tcp://127\.0\.0\.1:(\d+)\]", line)
@@ -518,3 +519,51 @@ def test_tensorshow_window_needs_a_display(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     r = run_tool("tensorshow", "--window", silent_url(), env=env)
     assert r.returncode == 1 and "--window needs a display" in r.stderr, r.stderr
+
+
+def keygen(tmp_path, name):
+    r = subprocess.run([TENBIN, "keygen", str(tmp_path / name)], capture_output=True, text=True,
+                       timeout=RUN_TIMEOUT_S)
+    assert r.returncode == 0, r.stderr
+    return tmp_path / name, tmp_path / f"{name}_secret"
+
+
+def test_curve_keygen_writes_a_private_secret_and_refuses_to_overwrite(tmp_path):
+    public, secret = keygen(tmp_path, "server")
+    assert os.stat(secret).st_mode & 0o777 == 0o600
+    text = public.read_text()
+    assert re.search(r'^curve\n    public-key = "[^"]{40}"$', text, re.M), text
+    assert "secret-key" not in text and "secret-key" in secret.read_text()
+    r = subprocess.run([TENBIN, "keygen", str(public)], capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert r.returncode == 1 and "will not overwrite" in r.stderr
+
+
+def test_curve_only_allowed_clients_receive(tmp_path):
+    """serve-ten as a CURVE server with an allow-list; tensormon as clients."""
+    _, server_secret = keygen(tmp_path, "server")
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    _, client_secret = keygen(allowed, "trainer")
+    os.rename(client_secret, tmp_path / "trainer_secret")  # the allow-list holds public certificates only
+    _, stranger_secret = keygen(tmp_path, "stranger")
+    server_public = tmp_path / "server"
+    curve_server = ["--curve-secret", str(server_secret), "--curve-allow", str(allowed)]
+    with serve(synth(tmp_path, 2, 8, 3), extra=curve_server) as url:
+        ok = run_tool("tensormon", "--json", "-c", 3, "-r", 10, "--curve-secret", tmp_path / "trainer_secret",
+                      "--curve-server", server_public, url)
+        assert ok.returncode == 0, ok.stderr
+        assert json.loads(ok.stdout.splitlines()[-1])["batches"] == 3
+        for who in (["--curve-secret", stranger_secret, "--curve-server", server_public], []):
+            r = run_tool("tensormon", "-c", 1, "-t", 1, "--timeout-exit", *who, url)
+            assert r.returncode == 2, (who, r.stdout, r.stderr)
+        ok = run_tool("tensormon", "--json", "-c", 1, "-r", 10, "--curve-secret", tmp_path / "trainer_secret",
+                      "--curve-server", server_public, url)
+        assert ok.returncode == 0, ok.stderr  # still serving the allowed one
+
+
+def test_curve_flags_are_checked(tmp_path):
+    public, secret = keygen(tmp_path, "k")
+    r = run_tool("tensormon", "--curve-server", public, "-t", 1, "--timeout-exit", silent_url())
+    assert r.returncode == 1 and "need --curve-secret" in r.stderr, r.stderr
+    r = run_tool("tensormon", "--curve-secret", public, "-t", 1, "--timeout-exit", silent_url())
+    assert r.returncode == 1 and "holds no secret key" in r.stderr, r.stderr

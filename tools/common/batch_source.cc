@@ -15,8 +15,9 @@ namespace {
 // Longest --timeout accepted: a day, so that the milliseconds fit anywhere.
 constexpr double kMaxTimeoutSeconds = 86400;
 
-ConnectionOptions connection_options() {
+ConnectionOptions connection_options(const SourceOptions& source) {
   ConnectionOptions options;
+  options.curve = programs::curve_security(source.curve);
   options.timeout = std::nullopt;  // BatchSource handles silence itself
   options.linger = Milliseconds(0);  // nothing is ever sent: closing need not wait
   return options;
@@ -32,6 +33,7 @@ void add_source_options(po::options_description& options, SourceOptions& source)
   options.add_options()("timeout,t", po::value(&source.timeout_s)->default_value(source.timeout_s),
                         "seconds without a batch before saying so")(
       "timeout-exit", po::bool_switch(&source.timeout_exit), "exit with status 2 after that silence, not wait on");
+  programs::add_curve_options(options, source.curve);
 }
 
 std::optional<po::variables_map> parse_command_line(int argc, char** argv, const std::string& usage,
@@ -54,7 +56,7 @@ std::optional<po::variables_map> parse_command_line(int argc, char** argv, const
 }
 
 BatchSource::BatchSource(std::string tool, const SourceOptions& options)
-    : tool_(std::move(tool)), options_(options), connection_(urls_or_default(options.urls), connection_options()) {
+    : tool_(std::move(tool)), options_(options), connection_(urls_or_default(options.urls), connection_options(options)) {
   programs::install_stop_handlers();
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tensorcom/connection.h"
+#include "tensorcom/programs/curve_options.h"
 #include "tensorcom/programs/program.h"
 
 namespace tensorcom::tools {
@@ -24,9 +25,10 @@ struct SourceOptions {
   std::vector<std::string> urls;  // patterns, brace-expanded by Connection; empty: programs::kDefaultReceiveUrl
   double timeout_s = 10;          // silence, in seconds, before saying so
   bool timeout_exit = false;      // give up after one silence instead of waiting on
+  programs::CurveFlags curve;     // CURVE certificates, if any
 };
 
-// Adds --timeout/-t and --timeout-exit, bound to source.
+// Adds --timeout/-t, --timeout-exit and the CURVE options, bound to source.
 void add_source_options(boost::program_options::options_description& options, SourceOptions& source);
 
 // Parses argv: the visible options plus URL patterns as positional arguments.
