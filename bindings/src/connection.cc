@@ -112,7 +112,10 @@ std::unique_ptr<PyConnection> make_connection(const std::vector<std::string>& ur
                                               std::optional<std::string> topic, int send_hwm, int recv_hwm,
                                               double heartbeat, double heartbeat_timeout, double reconnect,
                                               double reconnect_max, double linger, std::int64_t max_message_size,
-                                              std::size_t stats_horizon, bool expand_braces) {
+                                              std::size_t stats_horizon, bool expand_braces,
+                                              std::optional<std::string> curve_secret,
+                                              std::optional<std::string> curve_server,
+                                              std::optional<std::string> curve_allow) {
   if (urls.empty()) throw UrlError("a connection needs at least one URL");
   ConnectionOptions options;
   options.framing = multipart ? Framing::kMultipart : Framing::kSingleBuffer;
@@ -130,6 +133,8 @@ std::unique_ptr<PyConnection> make_connection(const std::vector<std::string>& ur
   options.max_message_size = max_message_size;
   options.stats_horizon = stats_horizon;
   options.expand_braces = expand_braces;
+  options.curve = read_curve_security(
+      {curve_secret.value_or(""), curve_server.value_or(""), curve_allow.value_or("")});
   return std::make_unique<PyConnection>(urls, std::move(options));
 }
 
@@ -156,7 +161,8 @@ void bind_connection(py::module_& m) {
            py::arg("topic") = py::none(), py::arg("send_hwm") = 8, py::arg("recv_hwm") = 8, py::arg("heartbeat") = 0.0,
            py::arg("heartbeat_timeout") = 0.0, py::arg("reconnect") = 0.1, py::arg("reconnect_max") = 2.0,
            py::arg("linger") = 2.0, py::arg("max_message_size") = std::int64_t{2} << 30,
-           py::arg("stats_horizon") = 1000, py::arg("expand_braces") = true)
+           py::arg("stats_horizon") = 1000, py::arg("expand_braces") = true, py::arg("curve_secret") = py::none(),
+           py::arg("curve_server") = py::none(), py::arg("curve_allow") = py::none())
       .def(
           "recv",
           [](PyConnection& self, std::optional<double> timeout) -> py::object {
@@ -183,6 +189,7 @@ void bind_connection(py::module_& m) {
       .def("describe", [](PyConnection& self) { return self.get().describe(); })
       .def_property_readonly("stats", [](PyConnection& self) { return self.get().stats(); })
       .def_property_readonly("malformed", [](PyConnection& self) { return self.get().malformed().by_name(); })
+      .def_property_readonly("refused_peers", [](PyConnection& self) { return self.get().refused_peers(); })
       .def_property_readonly("epoch", [](PyConnection& self) { return self.get().size(); })
       .def_property_readonly("total", [](PyConnection& self) { return self.get().options().total; })
       .def_property_readonly("timeout", [](PyConnection& self) -> std::optional<double> {

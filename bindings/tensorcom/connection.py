@@ -23,6 +23,10 @@ def refuse_64bit(arrays):
                              "(on the Connection or the send)")
 
 
+def _path_or_none(path):
+    return None if path is None else str(path)
+
+
 class Connection:
     """A connection on one or more tensorcom URLs (`zsub://host:port`, ...).
 
@@ -47,12 +51,18 @@ class Connection:
     send_hwm, recv_hwm, heartbeat, heartbeat_timeout, reconnect, reconnect_max,
     linger, max_message_size, stats_horizon
                  as ConnectionOptions in connection.h (durations in seconds)
+    curve_secret, curve_server, curve_allow
+                 CURVE security (docs/security.md): this side's secret
+                 certificate (NAME_secret from `tenbin keygen NAME`); the
+                 server's public certificate, which makes this side a client;
+                 a CURVE server's folder of allowed clients' public certificates
     """
 
     def __init__(self, url=None, epoch=100000, total=-1, multipart=True, infos=None, batch_transforms=None,
                  batch_count=True, converters=None, report=-1, stats_horizon=1000, timeout=None, topic=None,
                  send_hwm=8, recv_hwm=8, heartbeat=0.0, heartbeat_timeout=0.0, reconnect=0.1, reconnect_max=2.0,
-                 linger=2.0, max_message_size=2 << 30, noexpand=False, allow64=False, device=None, raw=False):
+                 linger=2.0, max_message_size=2 << 30, noexpand=False, allow64=False, device=None, raw=False,
+                 curve_secret=None, curve_server=None, curve_allow=None):
         if raw:
             raise ArgumentError("raw=True is not supported: batches are always decoded (zero-copy) into arrays")
         if device is not None and converters is not None:
@@ -70,7 +80,8 @@ class Connection:
                              send_hwm=send_hwm, recv_hwm=recv_hwm, heartbeat=heartbeat,
                              heartbeat_timeout=heartbeat_timeout, reconnect=reconnect, reconnect_max=reconnect_max,
                              linger=linger, max_message_size=max_message_size, stats_horizon=stats_horizon,
-                             expand_braces=not noexpand)
+                             expand_braces=not noexpand, curve_secret=_path_or_none(curve_secret),
+                             curve_server=_path_or_none(curve_server), curve_allow=_path_or_none(curve_allow))
         self._c = None
         self._closed = False
         if url is not None:

@@ -148,4 +148,19 @@ std::vector<std::string> read_curve_public_keys(const std::filesystem::path& fol
   return keys;
 }
 
+std::optional<CurveSecurity> read_curve_security(const CurveFiles& files) {
+  if (files.secret.empty() && files.server.empty() && files.allow.empty()) return std::nullopt;
+  if (files.secret.empty()) {
+    throw ArgumentError("CURVE: a server certificate or an allow-list needs this side's secret certificate too");
+  }
+  if (!files.server.empty() && !files.allow.empty()) {
+    throw ArgumentError("CURVE: an allow-list is for a server; naming the server's certificate makes this side a client");
+  }
+  CurveSecurity security;
+  security.keys = read_curve_secret_certificate(files.secret);
+  if (!files.server.empty()) security.server_public_key = read_curve_certificate(files.server).public_key;
+  if (!files.allow.empty()) security.allowed_clients = read_curve_public_keys(files.allow);
+  return security;
+}
+
 }  // namespace tensorcom

@@ -514,3 +514,32 @@ def test_from_serve_ten(tmp_path, extra):
             got = list(c)
         assert proc.wait(timeout=TIMEOUT_S) == 0
     assert len(got) == len(lists) and all(same(a, b) for a, b in zip(got, lists))
+
+
+def test_curve_from_python(ipc_dir, tmp_path):
+    """A CURVE server with an allow-list and its clients, from Python."""
+    tenbin_exe = os.path.join(BUILD_DIR, "tools", "tenbin")
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    for name in ("server", "allowed/client", "stranger"):
+        subprocess.run([tenbin_exe, "keygen", str(tmp_path / name)], check=True, capture_output=True, timeout=30)
+    os.rename(allowed / "client_secret", tmp_path / "client_secret")
+    url = f"ipc://{ipc_dir}/c"
+    server = tensorcom.Connection("zrpush+" + url, curve_secret=tmp_path / "server_secret", curve_allow=allowed,
+                                  linger=0)
+    stranger = tensorcom.Connection("zrpull+" + url, curve_secret=tmp_path / "stranger_secret",
+                                    curve_server=tmp_path / "server", timeout=TIMEOUT_S)
+    time.sleep(0.3)  # the stranger's handshake is refused first
+    client = tensorcom.Connection("zrpull+" + url, curve_secret=tmp_path / "client_secret",
+                                  curve_server=tmp_path / "server", timeout=TIMEOUT_S)
+    try:
+        for i in range(4):
+            server.send([np.full(3, i, dtype=np.int32)])
+        assert [int(client.recv()[0][0]) for _ in range(4)] == [0, 1, 2, 3]
+        assert stranger.recv(timeout=0.2) is None
+        assert server._core().refused_peers >= 1
+        with pytest.raises(tensorcom.ArgumentError, match="secret certificate"):
+            tensorcom.Connection("zrpull+" + url, curve_server=tmp_path / "server")
+    finally:
+        for c in (client, stranger, server):
+            c.close()

@@ -564,6 +564,6 @@ def test_curve_only_allowed_clients_receive(tmp_path):
 def test_curve_flags_are_checked(tmp_path):
     public, secret = keygen(tmp_path, "k")
     r = run_tool("tensormon", "--curve-server", public, "-t", 1, "--timeout-exit", silent_url())
-    assert r.returncode == 1 and "need --curve-secret" in r.stderr, r.stderr
+    assert r.returncode == 1 and "needs this side's secret certificate" in r.stderr, r.stderr
     r = run_tool("tensormon", "--curve-secret", public, "-t", 1, "--timeout-exit", silent_url())
     assert r.returncode == 1 and "holds no secret key" in r.stderr, r.stderr

@@ -68,4 +68,19 @@ void write_curve_certificates(const std::filesystem::path& path, const CurveKeyP
 // FormatError for a file that is not a certificate.
 [[nodiscard]] std::vector<std::string> read_curve_public_keys(const std::filesystem::path& folder);
 
+// Files naming a CurveSecurity, as the programs' --curve-secret,
+// --curve-server and --curve-allow (and Python's curve_secret, curve_server,
+// curve_allow) give them; empty: not given.
+struct CurveFiles {
+  std::string secret;  // this side's secret certificate
+  std::string server;  // the server's public certificate: this side is a client
+  std::string allow;   // a server's folder of allowed clients' public certificates
+};
+
+// Returns: nothing when no file is named; else the keys the files hold.
+// Throws: ArgumentError for an incomplete or contradictory set (a server
+//   certificate or an allow-list without a secret; an allow-list on a
+//   client); IoError and FormatError from reading the files.
+[[nodiscard]] std::optional<CurveSecurity> read_curve_security(const CurveFiles& files);
+
 }  // namespace tensorcom
