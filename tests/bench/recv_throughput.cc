@@ -1,4 +1,4 @@
-// recv-throughput URL... [--count N] [--warmup N]: receives batches with a
+// recv-throughput URL... [--count N] [--warmup N] [--curve-secret F --curve-server F]: receives batches with a
 // Connection and prints one JSON line with the rate, for the transport
 // benchmark (tests/bench/transport_throughput.py).
 #include <chrono>
@@ -14,18 +14,25 @@ using namespace tensorcom;
 int main(int argc, char** argv) {
   std::vector<std::string> urls;
   std::uint64_t count = 40, warmup = 5;
+  CurveFiles curve;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--count" && i + 1 < argc) {
       count = std::strtoull(argv[++i], nullptr, 10);
     } else if (arg == "--warmup" && i + 1 < argc) {
       warmup = std::strtoull(argv[++i], nullptr, 10);
+    } else if (arg == "--curve-secret" && i + 1 < argc) {
+      curve.secret = argv[++i];
+    } else if (arg == "--curve-server" && i + 1 < argc) {
+      curve.server = argv[++i];
     } else {
       urls.push_back(arg);
     }
   }
   try {
-    Connection connection(urls);
+    ConnectionOptions options;
+    options.curve = read_curve_security(curve);
+    Connection connection(urls, options);
     const Milliseconds timeout(30000);
     for (std::uint64_t i = 0; i < warmup; ++i) {
       if (!connection.recv(timeout)) throw TimeoutError("no batch from " + connection.describe());

@@ -2,8 +2,9 @@
 """Transport benchmark: serve-ten -> a C++ Connection, [256,224,224,3] uint8 +
 [256] int32 batches (38.5 MB), over ipc and tcp loopback, beside the raw
 Unix-socket and TCP bandwidth for the same message size measured in the same
-run. Prints GB/s and the ratio to raw. The machine is shared and noisy: each
-figure is the best of --repeat runs, ours and raw alike, taken in turns.
+run, and tcp again with CURVE encryption (its cost against plain tcp). Prints
+GB/s and the ratio to raw. The machine is shared and noisy: each figure is
+the best of --repeat runs, ours and raw alike, taken in turns.
 
     tests/bench/transport_throughput.py [--build build] [--count 40] [--repeat 3]
 """
@@ -19,9 +20,9 @@ MESSAGE_BYTES = BATCH * SIZE * SIZE * 3 + BATCH * 4
 TARGETS = {"ipc": 4.0, "tcp": 2.0}  # GB/s on the 2-core development machine
 
 
-def serve(build, ten, url):
+def serve(build, ten, url, extra=()):
     """Starts serve-ten on url; returns (process, bound address)."""
-    proc = subprocess.Popen([f"{build}/servers/serve-ten", "-i", ten, "--epochs", "0", "--hwm", "4", url],
+    proc = subprocess.Popen([f"{build}/servers/serve-ten", "-i", ten, "--epochs", "0", "--hwm", "4", *extra, url],
                             stdout=subprocess.PIPE, text=True)
     first = proc.stdout.readline()
     if "[bound " not in first:
@@ -30,9 +31,9 @@ def serve(build, ten, url):
     return proc, first.split("[bound ")[1].split("]")[0]
 
 
-def receive(build, url, count):
-    out = subprocess.run([f"{build}/tests/bench/recv-throughput", url, "--count", str(count), "--warmup", "5"],
-                         check=True, capture_output=True, text=True, timeout=600)
+def receive(build, url, count, extra=()):
+    out = subprocess.run([f"{build}/tests/bench/recv-throughput", url, "--count", str(count), "--warmup", "5",
+                          *extra], check=True, capture_output=True, text=True, timeout=600)
     return json.loads(out.stdout)
 
 
@@ -52,15 +53,24 @@ def main():
         ten = os.path.join(tmp, "batches.ten")
         subprocess.run([f"{args.build}/tools/tenbin", "synth", "-b", str(BATCH), "-s", str(SIZE), "-n", "4", "-o", ten],
                        check=True)
-        results = {"ipc": 0.0, "tcp": 0.0}
+        for name in ("server", "client"):
+            subprocess.run([f"{args.build}/tools/tenbin", "keygen", os.path.join(tmp, name)], check=True,
+                           capture_output=True)
+        curve_server = ["--curve-secret", os.path.join(tmp, "server_secret")]
+        curve_client = ["--curve-secret", os.path.join(tmp, "client_secret"), "--curve-server",
+                        os.path.join(tmp, "server")]
+        results = {"ipc": 0.0, "tcp": 0.0, "tcp+curve": 0.0}
         reference = {"unix": 0.0, "tcp": 0.0}
+        runs = (("ipc", f"zrpush+ipc://{tmp}/sock", (), ()), ("tcp", "zrpush://127.0.0.1:0", (), ()),
+                ("tcp+curve", "zrpush://127.0.0.1:0", curve_server, curve_client))
         for _ in range(args.repeat):
-            for name, url in (("ipc", f"zrpush+ipc://{tmp}/sock"), ("tcp", "zrpush://127.0.0.1:0")):
-                proc, bound = serve(args.build, ten, url)
+            for name, url, serve_extra, receive_extra in runs:
+                proc, bound = serve(args.build, ten, url, serve_extra)
                 try:
                     peer = ("zrpull+ipc://" + bound[len("ipc://"):] if name == "ipc"
                             else "zrpull://" + bound[len("tcp://"):])
-                    results[name] = max(results[name], receive(args.build, peer, args.count)["gb_per_s"])
+                    got = receive(args.build, peer, args.count, receive_extra)["gb_per_s"]
+                    results[name] = max(results[name], got)
                 finally:
                     proc.kill()
                     proc.wait()
@@ -74,6 +84,9 @@ def main():
         print(f"  {name}: {gbs:6.2f} GB/s   raw {raw_name} socket {reference[raw_name]:6.2f} GB/s   "
               f"ratio {ratio:4.2f} (target >= 0.70)   target {TARGETS[name]:.1f} GB/s: "
               f"{'met' if gbs >= TARGETS[name] else 'not met'}")
+    curve = results["tcp+curve"]
+    print(f"  tcp+curve: {curve:6.2f} GB/s   ratio to plain tcp {curve / results['tcp']:4.2f} "
+          f"(the cost of CURVE encryption, one core each side)")
 
 
 if __name__ == "__main__":
