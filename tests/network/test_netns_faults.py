@@ -1,0 +1,230 @@
+"""Faults across machines, with machines made of Linux network namespaces.
+
+Three "hosts" (namespaces) hang off a bridge that lives in a fourth, so that
+nothing changes in the namespace the test runs in: server hosts A and B run
+two serve-imagenet-shards each (--rank/--world 4, binding zrpush on their own
+address), and the trainer host runs one stand-in trainer (trainer_probe.py,
+the Python Connection) that connects to all four. The test then takes host
+A's link down for 3 s and up again, and kill -9s one server on A and starts
+it again on the same port. The trainer must keep receiving from the others
+throughout, resume from A and from the restarted server without being
+restarted itself, and nothing may hang. Every assertion is on counts of
+batches by server, from the batches' --meta.
+
+Needs root (CAP_NET_ADMIN) and `ip`; skips (exit 77) where namespaces
+cannot be made. Addresses are in 10.77.0.0/24, inside the test's own
+namespaces only; all are removed at the end.
+
+    TENSORCOM_BUILD_DIR   the meson build dir (servers/, bindings/)
+"""
+import json
+import os
+import queue
+import subprocess
+import sys
+import tarfile
+import io
+import threading
+import time
+
+import cv2
+import numpy as np
+import pytest
+
+BUILD_DIR = os.environ.get("TENSORCOM_BUILD_DIR", "")
+SHARDS_EXE = os.path.join(BUILD_DIR, "servers", "serve-imagenet-shards")
+BINDINGS = os.path.join(BUILD_DIR, "bindings")
+PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trainer_probe.py")
+TAG = f"{os.getpid() % 100000}"
+HOSTS = {"a": "10.77.0.1", "b": "10.77.0.2", "t": "10.77.0.3"}
+PORTS = (7600, 7601)
+
+
+def ns(host):
+    return f"tc{host}{TAG}"
+
+
+BRIDGE_NS = ns("br")
+
+
+def ip(*args, check=True):
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=20)
+
+
+def namespaces_usable():
+    if os.geteuid() != 0 or subprocess.run(["which", "ip"], capture_output=True).returncode != 0:
+        return False
+    probe = f"tcprobe{TAG}"
+    if ip("netns", "add", probe, check=False).returncode != 0:
+        return False
+    ip("netns", "del", probe, check=False)
+    return True
+
+
+if not namespaces_usable():
+    pytest.skip("network namespaces cannot be made here (needs root and ip)", allow_module_level=True)
+if not os.path.isdir(os.path.join(BINDINGS, "tensorcom")):
+    pytest.skip("the Python bindings were not built (the trainer uses them)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def network():
+    """The bridge namespace and three hosts, each with eth0 on the bridge."""
+    made = []
+    try:
+        for name in [BRIDGE_NS] + [ns(h) for h in HOSTS]:
+            ip("netns", "add", name)
+            made.append(name)
+        ip("-n", BRIDGE_NS, "link", "add", "br0", "type", "bridge")
+        ip("-n", BRIDGE_NS, "link", "set", "br0", "up")
+        for host, address in HOSTS.items():
+            port = f"p{host}"
+            ip("-n", BRIDGE_NS, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns(host))
+            ip("-n", BRIDGE_NS, "link", "set", port, "master", "br0", "up")
+            ip("-n", ns(host), "addr", "add", f"{address}/24", "dev", "eth0")
+            ip("-n", ns(host), "link", "set", "eth0", "up")
+            ip("-n", ns(host), "link", "set", "lo", "up")
+        yield
+    finally:
+        for name in made:
+            ip("netns", "del", name, check=False)
+
+
+def smooth_jpeg(rng, size=48):
+    y, x = np.mgrid[0:size, 0:size]
+    image = np.stack([(x * 5 + rng.integers(0, 255)) % 256, (y * 3) % 256, (x + y) % 256], -1).astype(np.uint8)
+    ok, data = cv2.imencode(".jpg", image)
+    assert ok
+    return data.tobytes()
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    """Four shards of 16 small JPEGs: one per server rank."""
+    d = tmp_path_factory.mktemp("shards")
+    rng = np.random.default_rng(5)
+    paths = []
+    for s in range(4):
+        path = d / f"net-{s}.tar"
+        with tarfile.open(path, "w") as tar:
+            for i in range(16):
+                for ext, data in (("jpg", smooth_jpeg(rng)), ("cls", str(s).encode())):
+                    info = tarfile.TarInfo(f"s{s}_{i:02d}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+        paths.append(str(path))
+    return paths
+
+
+class Server:
+    """One serve-imagenet-shards in a host namespace, serving forever."""
+
+    def __init__(self, host, port, rank, shards, logdir):
+        self.host, self.port, self.rank, self.shards, self.logdir = host, port, rank, shards, logdir
+        self.proc = None
+        self.start()
+
+    def start(self):
+        pattern = "{" + ",".join(self.shards) + "}"
+        args = ["ip", "netns", "exec", ns(self.host), SHARDS_EXE, "-u", pattern, "--rank", str(self.rank),
+                "--world", "4", "-b", "4", "--size", "32", "-w", "1", "-r", "0", "--meta", "--shuffle", "0",
+                "--hwm", "2", "--linger", "0", f"zrpush://{HOSTS[self.host]}:{self.port}"]
+        log = open(os.path.join(self.logdir, f"server-{self.host}{self.port}.log"), "ab")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+class Trainer:
+    """trainer_probe.py in the trainer namespace; its lines arrive on a queue."""
+
+    def __init__(self, urls):
+        env = dict(os.environ, PYTHONPATH=BINDINGS, PYTHONDONTWRITEBYTECODE="1")
+        self.proc = subprocess.Popen(["ip", "netns", "exec", ns("t"), sys.executable, PROBE, *urls],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                     env=env)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(json.loads(line))
+
+    def collect(self, seconds):
+        """Batches by server id over the next `seconds`."""
+        counts = {}
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                item = self.lines.get(timeout=max(0.01, end - time.monotonic()))
+            except queue.Empty:
+                continue
+            if "server" in item:
+                counts[item["server"]] = counts.get(item["server"], 0) + 1
+        assert self.proc.poll() is None, f"the trainer died: {self.proc.stderr.read().decode(errors='replace')}"
+        return counts
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+def by_host(counts, pids):
+    """Sums counts by host letter, from server ids hostname:pid."""
+    out = {}
+    for server, n in counts.items():
+        host = pids.get(int(server.rsplit(":", 1)[1]), "?")
+        out[host] = out.get(host, 0) + n
+    return out
+
+
+def test_trainer_rides_through_a_link_outage_and_a_server_restart(network, shards, tmp_path):
+    servers = [Server(h, p, r, shards, str(tmp_path)) for r, (h, p) in enumerate(
+        [("a", PORTS[0]), ("a", PORTS[1]), ("b", PORTS[0]), ("b", PORTS[1])])]
+    urls = [f"zrpull://{HOSTS[h]}:{PORTS[0]}" for h in "ab"] + [f"zrpull://{HOSTS[h]}:{PORTS[1]}" for h in "ab"]
+    trainer = Trainer(urls)
+    try:
+        def pids():
+            # ip netns exec execs the server: the pid is the server's own.
+            return {s.proc.pid: s.host + str(s.port) for s in servers}
+
+        # 1. Every server feeds the trainer.
+        counts = trainer.collect(4.0)
+        hosts = by_host(counts, pids())
+        assert set(hosts) == {"a7600", "a7601", "b7600", "b7601"}, hosts
+
+        # 2. Host A's link goes down for 3 s: B keeps the trainer fed.
+        ip("-n", BRIDGE_NS, "link", "set", "pa", "down")
+        trainer.collect(0.5)  # what was already in flight from A
+        during = by_host(trainer.collect(2.5), pids())
+        print("during outage", during)
+        ip("-n", BRIDGE_NS, "link", "set", "pa", "up")
+        assert during.get("b7600", 0) > 0 and during.get("b7601", 0) > 0, during
+        assert during.get("a7600", 0) + during.get("a7601", 0) <= 4, during  # no more than buffered
+
+        # 3. Link back: A resumes, without restarting anything.
+        after = by_host(trainer.collect(6.0), pids())
+        assert after.get("a7600", 0) > 0 and after.get("a7601", 0) > 0, after
+
+        # 4. kill -9 one server of A; the others go on; restarted, it is heard again.
+        victim = servers[0]
+        old_pid = victim.proc.pid
+        victim.kill()
+        without = by_host(trainer.collect(2.0), pids())
+        assert without.get("a7601", 0) > 0 and without.get("b7600", 0) > 0, without
+        victim.start()
+        assert victim.proc.pid != old_pid
+        back = by_host(trainer.collect(8.0), pids())
+        print("after restart", back)
+        assert back.get("a7600", 0) > 0, back  # the new process, on the same port
+        assert all(back.get(k, 0) > 0 for k in ("a7601", "b7600", "b7601")), back
+        assert trainer.proc.poll() is None
+    finally:
+        trainer.stop()
+        for s in servers:
+            s.kill()
