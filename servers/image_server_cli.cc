@@ -44,6 +44,9 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage) : options
       "shuffle", po::value(&s.shuffle_buffer)->default_value(1000), "shuffle buffer in samples (0: none)")(
       "size", po::value(&s.format.size)->default_value(224), "output height and width")(
       "val", "validation transform: resize to size*256/224, centre crop, no flip")(
+      "interpolation", po::value(&interpolation_)->default_value("bilinear"),
+      "bilinear or bicubic (torchvision's pixels: Pillow's antialiased filters on a full-scale decode), "
+      "or fast (DCT-scaled decode, 2-tap bilinear)")(
       "meta", "add a msgpack metadata tensor (keys, shards, server, sequence) after the labels")(
       "scale", po::value<std::vector<float>>()->multitoken(), "RandomResizedCrop area range (default 0.08 1)")(
       "ratio", po::value<std::vector<float>>()->multitoken(), "RandomResizedCrop aspect range (default 0.75 1.3333)")(
@@ -87,6 +90,15 @@ void ImageServerCli::finish() {
   ImageServerOptions& s = server;
   if (s.addresses.empty()) s.addresses = {programs::kDefaultServeUrl};
   s.augment.validation = vars_.count("val") > 0;
+  if (interpolation_ == "bilinear") {
+    s.augment.resample = Resample::kBilinear;
+  } else if (interpolation_ == "bicubic") {
+    s.augment.resample = Resample::kBicubic;
+  } else if (interpolation_ == "fast") {
+    s.augment.resample = Resample::kFast;
+  } else {
+    throw ArgumentError("--interpolation must be bilinear, bicubic or fast, not '" + interpolation_ + "'");
+  }
   s.should_stop = programs::stop_requested;
   programs::install_stop_handlers();
   s.format.metadata = vars_.count("meta") > 0;

@@ -27,6 +27,7 @@ struct ImageServerCli {
   boost::program_options::variables_map vars_;
   std::string layout_ = "BHWC";
   std::string dtype_ = "uint8";
+  std::string interpolation_ = "bilinear";
   std::string mean_;
   std::string std_;
   std::int64_t linger_ms_ = 10000;

@@ -16,8 +16,12 @@ std::vector<std::byte> bytes_of(std::initializer_list<int> values) {
 }  // namespace
 
 TEST_CASE("metadata round trip") {
-  BatchMetadata meta{{"n01440764_10026", "n01440764_10027"}, {"train-000.tar", "train-001.tar"}, "host:1", 77};
+  BatchMetadata meta{{"n01440764_10026", "n01440764_10027"}, {"train-000.tar", "train-001.tar"}, "host:1", 77, {}};
   SUBCASE("bytes") { CHECK(decode_metadata(encode_metadata(meta)) == meta); }
+  SUBCASE("with each sample's geometry") {
+    meta.geometry = {{10, 20, 300, 200, true, 500, 375}, {0, 0, 1, 1, false, 1, 1}};
+    CHECK(decode_metadata(encode_metadata(meta)) == meta);
+  }
   SUBCASE("as the 'meta' tensor of a batch") {
     Tensor t = metadata_tensor(meta);
     CHECK(t.info() == "meta");
@@ -30,7 +34,7 @@ TEST_CASE("metadata round trip") {
     CHECK_FALSE(find_metadata(batch).has_value());
   }
   SUBCASE("the encoding is a plain msgpack map") {
-    BatchMetadata small{{}, {}, "", 5};
+    BatchMetadata small{{}, {}, "", 5, {}};
     // fixmap(4) "keys" [] "shards" [] "server" "" "seq" 5
     auto expected = bytes_of({0x84, 0xa4, 'k', 'e', 'y', 's', 0x90, 0xa6, 's', 'h', 'a', 'r', 'd', 's', 0x90, 0xa6, 's',
                               'e', 'r', 'v', 'e', 'r', 0xa0, 0xa3, 's', 'e', 'q', 0x05});
@@ -54,6 +58,17 @@ TEST_CASE("hostile metadata") {
   SUBCASE("trailing bytes") {
     CHECK_THROWS_WITH_AS((void)decode_metadata(bytes_of({0x80, 0x00})), doctest::Contains("1 trailing bytes"),
                          FormatError);
+  }
+  SUBCASE("geometry that does not fit the samples") {
+    BatchMetadata meta{{"a", "b"}, {"s", "s"}, "h", 1, {{1, 2, 3, 4, false, 9, 9}}};
+    CHECK_THROWS_WITH_AS((void)decode_metadata(encode_metadata(meta)), doctest::Contains("geometry for 1 samples and 2 keys"),
+                         FormatError);
+    // {"crops": [[1, 2, 3]]}: a box of three values
+    auto short_box = bytes_of({0x81, 0xa5, 'c', 'r', 'o', 'p', 's', 0x91, 0x93, 0x01, 0x02, 0x03});
+    CHECK_THROWS_WITH_AS((void)decode_metadata(short_box), doctest::Contains("item of 3 values"), FormatError);
+    // {"flips": [1]}: not a boolean
+    auto flips = bytes_of({0x81, 0xa5, 'f', 'l', 'i', 'p', 's', 0x91, 0x01});
+    CHECK_THROWS_WITH_AS((void)decode_metadata(flips), doctest::Contains("non-boolean"), FormatError);
   }
   SUBCASE("wrong field types") {
     CHECK_THROWS_WITH_AS((void)decode_metadata(bytes_of({0x81, 0xa3, 's', 'e', 'q', 0xff})),

@@ -190,6 +190,9 @@ void bind_connection(py::module_& m) {
       .def_property_readonly("stats", [](PyConnection& self) { return self.get().stats(); })
       .def_property_readonly("malformed", [](PyConnection& self) { return self.get().malformed().by_name(); })
       .def_property_readonly("refused_peers", [](PyConnection& self) { return self.get().refused_peers(); })
+      .def_property_readonly("subscribers", [](PyConnection& self) { return self.get().subscribers(); })
+      .def_property_readonly("dropped_without_subscriber",
+                             [](PyConnection& self) { return self.get().dropped_without_subscriber(); })
       .def_property_readonly("epoch", [](PyConnection& self) { return self.get().size(); })
       .def_property_readonly("total", [](PyConnection& self) { return self.get().options().total; })
       .def_property_readonly("timeout", [](PyConnection& self) -> std::optional<double> {

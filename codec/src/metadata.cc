@@ -2,14 +2,39 @@
 
 #include <msgpack.hpp>
 
+#include <climits>
 #include <cstring>
 
 namespace tensorcom {
 
+namespace {
+
+void pack_geometry(msgpack::packer<msgpack::sbuffer>& packer, const std::vector<SampleGeometry>& geometry) {
+  const auto n = static_cast<std::uint32_t>(geometry.size());
+  packer.pack(std::string_view("crops"));
+  packer.pack_array(n);
+  for (const SampleGeometry& g : geometry) {
+    packer.pack_array(4);
+    packer.pack(g.x).pack(g.y).pack(g.width).pack(g.height);
+  }
+  packer.pack(std::string_view("flips"));
+  packer.pack_array(n);
+  for (const SampleGeometry& g : geometry) packer.pack(g.flip);
+  packer.pack(std::string_view("sizes"));
+  packer.pack_array(n);
+  for (const SampleGeometry& g : geometry) {
+    packer.pack_array(2);
+    packer.pack(g.source_width).pack(g.source_height);
+  }
+}
+
+}  // namespace
+
 std::vector<std::byte> encode_metadata(const BatchMetadata& metadata) {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> packer(buffer);
-  packer.pack_map(4);
+  const bool geometry = !metadata.geometry.empty();
+  packer.pack_map(geometry ? 7 : 4);
   packer.pack(std::string_view("keys"));
   packer.pack(metadata.keys);
   packer.pack(std::string_view("shards"));
@@ -18,6 +43,7 @@ std::vector<std::byte> encode_metadata(const BatchMetadata& metadata) {
   packer.pack(metadata.server);
   packer.pack(std::string_view("seq"));
   packer.pack(metadata.sequence);
+  if (geometry) pack_geometry(packer, metadata.geometry);
   auto* begin = reinterpret_cast<const std::byte*>(buffer.data());
   return {begin, begin + buffer.size()};
 }
@@ -42,6 +68,45 @@ std::vector<std::string> as_strings(const msgpack::object& object, const std::st
   return out;
 }
 
+[[noreturn]] void bad_geometry(const std::string& field, const std::string& what) {
+  throw FormatError(FormatErrorKind::kMetadata, "metadata '" + field + "' " + what, 0);
+}
+
+std::int32_t as_int32(const msgpack::object& item, const std::string& field) {
+  if (item.type == msgpack::type::POSITIVE_INTEGER && item.via.u64 <= INT32_MAX) return static_cast<std::int32_t>(item.via.u64);
+  if (item.type == msgpack::type::NEGATIVE_INTEGER && item.via.i64 >= INT32_MIN) return static_cast<std::int32_t>(item.via.i64);
+  bad_geometry(field, "holds something other than a 32-bit integer");
+}
+
+std::span<const msgpack::object> as_array(const msgpack::object& object, const std::string& field) {
+  if (object.type != msgpack::type::ARRAY) bad_geometry(field, "is not an array");
+  return {object.via.array.ptr, object.via.array.size};
+}
+
+// Fills `count` ints of every sample from "crops" or "sizes" (arrays of arrays).
+template <class Assign>
+void read_tuples(std::vector<SampleGeometry>& geometry, const msgpack::object& value, const std::string& field,
+                 std::size_t count, Assign assign) {
+  const auto items = as_array(value, field);
+  if (geometry.empty()) geometry.resize(items.size());
+  if (geometry.size() != items.size()) bad_geometry(field, "has a different length from another geometry field");
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto tuple = as_array(items[i], field);
+    if (tuple.size() != count) bad_geometry(field, "holds an item of " + std::to_string(tuple.size()) + " values");
+    for (std::size_t j = 0; j < count; ++j) assign(geometry[i], j, as_int32(tuple[j], field));
+  }
+}
+
+void read_flips(std::vector<SampleGeometry>& geometry, const msgpack::object& value) {
+  const auto items = as_array(value, "flips");
+  if (geometry.empty()) geometry.resize(items.size());
+  if (geometry.size() != items.size()) bad_geometry("flips", "has a different length from another geometry field");
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (items[i].type != msgpack::type::BOOLEAN) bad_geometry("flips", "holds a non-boolean");
+    geometry[i].flip = items[i].via.boolean;
+  }
+}
+
 void read_field(BatchMetadata& out, std::string_view key, const msgpack::object& value) {
   if (key == "keys") {
     out.keys = as_strings(value, "keys");
@@ -53,6 +118,16 @@ void read_field(BatchMetadata& out, std::string_view key, const msgpack::object&
   } else if (key == "seq") {
     if (value.type != msgpack::type::POSITIVE_INTEGER) throw FormatError(FormatErrorKind::kMetadata, "metadata 'seq' is not an unsigned integer", 0);
     out.sequence = value.via.u64;
+  } else if (key == "crops") {
+    read_tuples(out.geometry, value, "crops", 4, [](SampleGeometry& g, std::size_t j, std::int32_t v) {
+      (j == 0 ? g.x : j == 1 ? g.y : j == 2 ? g.width : g.height) = v;
+    });
+  } else if (key == "sizes") {
+    read_tuples(out.geometry, value, "sizes", 2, [](SampleGeometry& g, std::size_t j, std::int32_t v) {
+      (j == 0 ? g.source_width : g.source_height) = v;
+    });
+  } else if (key == "flips") {
+    read_flips(out.geometry, value);
   }
 }
 
@@ -76,6 +151,12 @@ BatchMetadata decode_metadata(std::span<const std::byte> bytes) {
   for (const auto& kv : std::span(root.via.map.ptr, root.via.map.size)) {
     if (kv.key.type != msgpack::type::STR) throw FormatError(FormatErrorKind::kMetadata, "metadata has a non-string key", 0);
     read_field(out, std::string_view(kv.key.via.str.ptr, kv.key.via.str.size), kv.val);
+  }
+  if (!out.geometry.empty() && out.geometry.size() != out.keys.size()) {
+    throw FormatError(FormatErrorKind::kMetadata,
+                      "metadata has geometry for " + std::to_string(out.geometry.size()) + " samples and " +
+                          std::to_string(out.keys.size()) + " keys",
+                      0);
   }
   return out;
 }

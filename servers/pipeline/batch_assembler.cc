@@ -77,6 +77,7 @@ struct BatchAssembler::Filling {
   std::vector<bool> filled;
   std::vector<std::string> keys;
   std::vector<std::string> shards;
+  std::vector<SampleGeometry> geometry;
 };
 
 namespace {
@@ -131,6 +132,7 @@ std::optional<SampleSlot> BatchAssembler::take_slot_locked() {
   f.filled.assign(format_.batch_size, false);
   f.keys.resize(format_.batch_size);
   f.shards.resize(format_.batch_size);
+  f.geometry.resize(format_.batch_size);
   return slot_of(f, f.handed_out++);
 }
 
@@ -144,7 +146,7 @@ std::optional<SampleSlot> BatchAssembler::acquire() {
 }
 
 void BatchAssembler::commit(const SampleSlot& slot, const std::uint8_t* hwc, std::int32_t label, std::string key,
-                            std::string shard) {
+                            std::string shard, const SampleGeometry& geometry) {
   // The slot's memory is this caller's alone until it is committed.
   if (!slot.direct) convert_image(format_, hwc, slot.image);
   std::lock_guard lock(mutex_);
@@ -154,6 +156,7 @@ void BatchAssembler::commit(const SampleSlot& slot, const std::uint8_t* hwc, std
   f->filled[slot.index] = true;
   f->keys[slot.index] = std::move(key);
   f->shards[slot.index] = std::move(shard);
+  f->geometry[slot.index] = geometry;
   if (++f->committed == format_.batch_size) {
     ready_.push_back(make_ready(*f, format_.batch_size));
     filling_.remove_if([id = slot.batch](const Filling& g) { return g.id == id; });
@@ -176,8 +179,10 @@ AssembledBatch BatchAssembler::make_ready(Filling& f, std::size_t count) {
   batch.labels = Tensor::view(DType::kInt32, {n}, f.memory.get() + labels_offset_, f.memory);
   f.keys.resize(count);
   f.shards.resize(count);
+  f.geometry.resize(count);
   batch.keys = std::move(f.keys);
   batch.shards = std::move(f.shards);
+  batch.geometry = std::move(f.geometry);
   batch.pipeline_hold = std::move(f.pipeline_hold);
   return batch;
 }
@@ -190,6 +195,7 @@ void BatchAssembler::move_sample(Filling& src, std::size_t from, Filling& dst, s
                src.memory.get() + labels_offset_ + from * sizeof(std::int32_t), sizeof(std::int32_t));
   dst.keys[to] = std::move(src.keys[from]);
   dst.shards[to] = std::move(src.shards[from]);
+  dst.geometry[to] = src.geometry[from];
 }
 
 // Packs the committed samples of the partly filled batches, in order, into

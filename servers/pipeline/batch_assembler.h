@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "batch_format.h"
+#include "tensorcom/metadata.h"
 #include "tensorcom/tensor.h"
 
 namespace tensorcom::pipeline {
@@ -48,6 +49,7 @@ struct AssembledBatch {
   Tensor labels;  // int32 (n,)
   std::vector<std::string> keys;
   std::vector<std::string> shards;
+  std::vector<SampleGeometry> geometry;
   std::shared_ptr<void> pipeline_hold;  // drop it once the batch is handed to the transport
 };
 
@@ -60,7 +62,8 @@ class BatchAssembler {
   [[nodiscard]] std::optional<SampleSlot> acquire();
   // The image is in the slot (written to slot.direct, or converted from hwc
   // when slot.direct is null). Records label, key and shard.
-  void commit(const SampleSlot& slot, const std::uint8_t* hwc, std::int32_t label, std::string key, std::string shard);
+  void commit(const SampleSlot& slot, const std::uint8_t* hwc, std::int32_t label, std::string key, std::string shard,
+              const SampleGeometry& geometry = {});
   // Gives the slot back to be filled by another sample.
   void abandon(const SampleSlot& slot);
 

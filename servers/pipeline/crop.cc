@@ -7,6 +7,9 @@ namespace tensorcom::pipeline {
 
 namespace {
 
+// Python's round(), which torchvision uses: halves go to the even neighbour.
+int round_half_even(double v) { return static_cast<int>(std::nearbyint(v)); }
+
 double uniform(std::mt19937_64& rng, double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); }
 
 int uniform_int(std::mt19937_64& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
@@ -16,9 +19,9 @@ CropBox center_fallback(int width, int height, const RandomResizedCropOptions& o
   double in_ratio = static_cast<double>(width) / height;
   int w = width, h = height;
   if (in_ratio < o.ratio_min) {
-    h = static_cast<int>(std::lround(w / o.ratio_min));
+    h = round_half_even(w / o.ratio_min);
   } else if (in_ratio > o.ratio_max) {
-    w = static_cast<int>(std::lround(h * o.ratio_max));
+    w = round_half_even(h * o.ratio_max);
   }
   return {(width - w) / 2, (height - h) / 2, w, h};
 }
@@ -31,8 +34,8 @@ CropBox random_resized_crop(int width, int height, const RandomResizedCropOption
   for (int attempt = 0; attempt < o.attempts; ++attempt) {
     double target_area = area * uniform(rng, o.scale_min, o.scale_max);
     double ratio = std::exp(uniform(rng, log_min, log_max));
-    int w = static_cast<int>(std::lround(std::sqrt(target_area * ratio)));
-    int h = static_cast<int>(std::lround(std::sqrt(target_area / ratio)));
+    int w = round_half_even(std::sqrt(target_area * ratio));
+    int h = round_half_even(std::sqrt(target_area / ratio));
     if (w > 0 && h > 0 && w <= width && h <= height) {
       int y = uniform_int(rng, 0, height - h);
       int x = uniform_int(rng, 0, width - w);

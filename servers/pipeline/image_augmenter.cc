@@ -56,6 +56,15 @@ cv::Mat to_rgb8(const cv::Mat& image) {
   return rgb;
 }
 
+// Any decoded OpenCV image as 8-bit RGBX (four bytes a pixel, as the JPEG
+// decoder gives them).
+cv::Mat to_rgbx8(const cv::Mat& image) {
+  cv::Mat rgb = to_rgb8(image);
+  cv::Mat rgbx;
+  cv::cvtColor(rgb, rgbx, cv::COLOR_RGB2RGBA);
+  return rgbx;
+}
+
 // Resizes src into the size x size output and flips it if asked.
 void resize_into(const cv::Mat& src, int size, bool flip, std::uint8_t* out) {
   cv::Mat dst(size, size, CV_8UC3, out);
@@ -107,6 +116,12 @@ CropBox ImageAugmenter::choose_crop(int width, int height, std::mt19937_64& rng)
   return random_resized_crop(width, height, options_.crop, rng);
 }
 
+void ImageAugmenter::record(int width, int height, const CropBox& box, bool flip) {
+  // For --val the box is what the centre crop covers of the source.
+  const CropBox shown = options_.validation ? center_crop_after_resize(width, height, resize_to_, size_) : box;
+  geometry_ = {shown.x, shown.y, shown.width, shown.height, flip, width, height};
+}
+
 bool ImageAugmenter::draw_flip(std::mt19937_64& rng) const {
   if (options_.validation || options_.flip_probability <= 0) return false;
   return std::uniform_real_distribution<double>(0, 1)(rng) < options_.flip_probability;
@@ -122,13 +137,7 @@ void ImageAugmenter::check_pixels(std::uint64_t width, std::uint64_t height) con
   }
 }
 
-ImageAugmenter::DecodedCrop ImageAugmenter::decode_jpeg_crop(std::span<const std::byte> encoded, std::mt19937_64& rng,
-                                                             bool* flip) {
-  JpegInfo info = jpeg_->read_header(encoded);
-  check_pixels(static_cast<std::uint64_t>(info.width), static_cast<std::uint64_t>(info.height));
-  CropBox box = choose_crop(info.width, info.height, rng);
-  *flip = draw_flip(rng);
-  int num = choose_scale_num(box, size_);
+JpegRegion ImageAugmenter::decode_jpeg_box(std::span<const std::byte> encoded, const CropBox& box, int num) {
   PixelBox origin;  // of the decoded JPEG in the source: a slice of it, when it has restart markers to cut at
   const auto slice = slice_restart_intervals(encoded, {box.x, box.y, box.width, box.height}, slice_);
   if (slice) {
@@ -139,10 +148,61 @@ ImageAugmenter::DecodedCrop ImageAugmenter::decode_jpeg_crop(std::span<const std
   ++jpeg_counts_.total;
   if (slice) ++jpeg_counts_.sliced;
   if (region.cmyk) cmyk_to_rgbx(region);
+  return region;
+}
+
+ImageAugmenter::DecodedCrop ImageAugmenter::decode_jpeg_crop(std::span<const std::byte> encoded, std::mt19937_64& rng,
+                                                             bool* flip) {
+  JpegInfo info = jpeg_->read_header(encoded);
+  check_pixels(static_cast<std::uint64_t>(info.width), static_cast<std::uint64_t>(info.height));
+  CropBox box = choose_crop(info.width, info.height, rng);
+  *flip = draw_flip(rng);
+  record(info.width, info.height, box, *flip);
+  JpegRegion region = decode_jpeg_box(encoded, box, choose_scale_num(box, size_));
   return {region.pixels, region.width, region.height, region.stride};
 }
 
+struct ImageAugmenter::Axes {
+  ResampleAxis x;
+  ResampleAxis y;
+};
+
+ImageAugmenter::Axes ImageAugmenter::pillow_axes(int width, int height, const CropBox& box) const {
+  const ResampleFilter filter =
+      options_.resample == Resample::kBicubic ? ResampleFilter::kBicubic : ResampleFilter::kBilinear;
+  if (!options_.validation) {
+    return {ResampleAxis(filter, box.width, size_, 0, size_), ResampleAxis(filter, box.height, size_, 0, size_)};
+  }
+  // torchvision's Resize(resize_to): the shorter side becomes resize_to, the
+  // longer int(resize_to * long / short); then CenterCrop(size) starts at
+  // int(round((new - size) / 2.0)), Python's round (half to even).
+  const int shorter = std::min(width, height), longer = std::max(width, height);
+  const int new_long = static_cast<int>(static_cast<double>(std::int64_t{resize_to_} * longer) / shorter);
+  const int new_w = width <= height ? resize_to_ : new_long;
+  const int new_h = width <= height ? new_long : resize_to_;
+  const int left = static_cast<int>(std::nearbyint((new_w - size_) / 2.0));
+  const int top = static_cast<int>(std::nearbyint((new_h - size_) / 2.0));
+  return {ResampleAxis(filter, width, new_w, left, size_), ResampleAxis(filter, height, new_h, top, size_)};
+}
+
+void ImageAugmenter::augment_jpeg_as_pillow(std::span<const std::byte> encoded, std::mt19937_64& rng,
+                                            std::uint8_t* out) {
+  JpegInfo info = jpeg_->read_header(encoded);
+  check_pixels(static_cast<std::uint64_t>(info.width), static_cast<std::uint64_t>(info.height));
+  const CropBox box = options_.validation ? CropBox{0, 0, info.width, info.height} : choose_crop(info.width, info.height, rng);
+  const bool flip = draw_flip(rng);
+  record(info.width, info.height, box, flip);
+  const Axes axes = pillow_axes(info.width, info.height, box);
+  // Only the source pixels the taps read are decoded, at full scale.
+  const CropBox read{box.x + axes.x.source_first(), box.y + axes.y.source_first(),
+                     axes.x.source_end() - axes.x.source_first(), axes.y.source_end() - axes.y.source_first()};
+  JpegRegion region = decode_jpeg_box(encoded, read, 8);
+  pillow_.resize_to_rgb(region.pixels, region.stride, axes.x.source_first(), axes.y.source_first(), axes.x, axes.y,
+                        flip, out);
+}
+
 void ImageAugmenter::augment_jpeg(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out) {
+  if (options_.resample != Resample::kFast) return augment_jpeg_as_pillow(encoded, rng, out);
   bool flip = false;
   DecodedCrop crop = decode_jpeg_crop(encoded, rng, &flip);
   resizer_.resize_to_rgb(crop.rgbx, crop.width, crop.height, crop.stride, size_, size_, flip, out);
@@ -166,8 +226,16 @@ void ImageAugmenter::augment_other(std::span<const std::byte> encoded, std::mt19
   check_pixels(static_cast<std::uint64_t>(image.cols), static_cast<std::uint64_t>(image.rows));
   CropBox box = choose_crop(image.cols, image.rows, rng);
   bool flip = draw_flip(rng);
-  cv::Mat rgb = to_rgb8(image(cv::Rect(box.x, box.y, box.width, box.height)));
-  resize_into(rgb, size_, flip, out);
+  record(image.cols, image.rows, box, flip);
+  if (options_.resample == Resample::kFast) {
+    cv::Mat rgb = to_rgb8(image(cv::Rect(box.x, box.y, box.width, box.height)));
+    resize_into(rgb, size_, flip, out);
+    return;
+  }
+  if (options_.validation) box = {0, 0, image.cols, image.rows};
+  cv::Mat rgbx = to_rgbx8(image(cv::Rect(box.x, box.y, box.width, box.height)));
+  const Axes axes = pillow_axes(image.cols, image.rows, box);
+  pillow_.resize_to_rgb(rgbx.ptr<std::uint8_t>(0), rgbx.step, 0, 0, axes.x, axes.y, flip, out);
 }
 
 }  // namespace tensorcom::pipeline

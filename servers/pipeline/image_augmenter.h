@@ -20,13 +20,23 @@
 #include <vector>
 
 #include "crop.h"
+#include "pillow_resample.h"
 #include "rgbx_resize.h"
 #include "tensorcom/error.h"
+#include "tensorcom/metadata.h"
 
 namespace tensorcom::pipeline {
 
+// How the crop becomes size x size pixels.
+enum class Resample {
+  kFast,      // decode at the smallest DCT scale that keeps >= size pixels, 2-tap bilinear (OpenCV's INTER_LINEAR)
+  kBilinear,  // full-scale decode, Pillow's antialiased BILINEAR: torchvision's pixels
+  kBicubic,   // full-scale decode, Pillow's BICUBIC
+};
+
 struct AugmentOptions {
   bool validation = false;           // resize the shorter side to size*256/224, centre crop
+  Resample resample = Resample::kBilinear;
   RandomResizedCropOptions crop;     // training crop
   double flip_probability = 0.5;     // horizontal flip (training only)
   std::uint64_t max_pixels = std::uint64_t{1} << 28;  // larger images are refused
@@ -43,6 +53,7 @@ class SampleError : public Error {
 };
 
 class JpegRegionDecoder;
+struct JpegRegion;
 
 class ImageAugmenter {
  public:
@@ -55,6 +66,11 @@ class ImageAugmenter {
   // Decodes (the format is told by the bytes, not a name) and transforms;
   // writes size*size*3 bytes to out. Throws SampleError.
   void augment(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out);
+
+  // How the last sample augment() made was cut: its crop box in source
+  // pixels (for --val, the source pixels its centre crop covers), flip and
+  // source size. Valid after augment() returned.
+  [[nodiscard]] const SampleGeometry& last_geometry() const noexcept { return geometry_; }
 
   [[nodiscard]] const AugmentOptions& options() const noexcept { return options_; }
   [[nodiscard]] int size() const noexcept { return size_; }
@@ -81,9 +97,19 @@ class ImageAugmenter {
 
  private:
   void augment_jpeg(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out);
+  void augment_jpeg_as_pillow(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out);
+  // The two axes that take a width x height source to the output as
+  // torchvision does: the crop box resized (training), or the whole image
+  // resized to resize_to on its shorter side, then centre-cropped.
+  struct Axes;
+  [[nodiscard]] Axes pillow_axes(int width, int height, const CropBox& box) const;
+  // Decodes `box` of the JPEG whose header was just read, at scale num/8,
+  // through its restart intervals when it has them.
+  [[nodiscard]] JpegRegion decode_jpeg_box(std::span<const std::byte> encoded, const CropBox& box, int num);
   void augment_other(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out);
   [[nodiscard]] CropBox choose_crop(int width, int height, std::mt19937_64& rng) const;
   [[nodiscard]] bool draw_flip(std::mt19937_64& rng) const;
+  void record(int width, int height, const CropBox& box, bool flip);
   void check_pixels(std::uint64_t width, std::uint64_t height) const;
 
   AugmentOptions options_;
@@ -92,8 +118,10 @@ class ImageAugmenter {
   std::unique_ptr<JpegRegionDecoder> jpeg_;  // reused from image to image
   std::vector<std::uint8_t> region_;         // the decoded crop box, reused between samples
   RgbxResizer resizer_;                      // the box to the batch: resized, mirrored, RGB
+  PillowResampler pillow_;                   // the same as torchvision on PIL
   std::vector<std::byte> slice_;             // the rows of a JPEG with restart markers that the box needs
   JpegCounts jpeg_counts_;
+  SampleGeometry geometry_;
 };
 
 // Sets OpenCV's process-wide state for augmentation workers: no thread pool

@@ -193,7 +193,8 @@ void ImageServer::work() {
     auto rng = seeded_rng({options_.order.seed, sample->sequence, 2});
     try {
       augmenter.augment(*sample->image, rng, slot->direct ? slot->direct : scratch.data());
-      assembler_.commit(*slot, scratch.data(), label.value, std::move(sample->key), std::move(sample->shard));
+      assembler_.commit(*slot, scratch.data(), label.value, std::move(sample->key), std::move(sample->shard),
+                        augmenter.last_geometry());
     } catch (const SampleError& e) {
       assembler_.abandon(*slot);
       skips_.skip(e.reason(), sample->key, sample->shard, e.what());
@@ -225,7 +226,8 @@ void ImageServer::publish() {
   while (auto batch = assembler_.next_ready()) {
     TensorList list{batch->images, batch->labels};
     if (options_.format.metadata) {
-      list.push_back(metadata_tensor({std::move(batch->keys), std::move(batch->shards), server_id_, batches_sent_}));
+      list.push_back(metadata_tensor(
+          {std::move(batch->keys), std::move(batch->shards), server_id_, batches_sent_, std::move(batch->geometry)}));
     }
     if (!send(list)) return;
     ++batches_sent_;

@@ -2,7 +2,12 @@
 // travels as a msgpack map inside a uint8 tensor whose info is "meta", after
 // the batch's other tensors, so any tenbin reader can carry it along and a
 // Python reader decodes it with msgpack.unpackb():
-//   {"keys": [str...], "shards": [str...], "server": str, "seq": uint}
+//   {"keys": [str...], "shards": [str...], "server": str, "seq": uint,
+//    "crops": [[x, y, w, h]...], "flips": [bool...], "sizes": [[w, h]...]}
+// The last three are there when the server recorded how each sample was
+// made (the image servers do): the crop box in source pixels, whether it was
+// mirrored, and the source image's size, so that any sample can be re-made
+// and audited (torchvision: resized_crop(img, y, x, h, w, size), then hflip).
 #pragma once
 
 #include <cstddef>
@@ -18,11 +23,25 @@ namespace tensorcom {
 
 inline constexpr std::string_view kMetadataInfo = "meta";
 
+// How one sample was cut from its source image.
+struct SampleGeometry {
+  std::int32_t x = 0;  // crop box in source pixels: left column,
+  std::int32_t y = 0;  // top row,
+  std::int32_t width = 0;
+  std::int32_t height = 0;
+  bool flip = false;   // mirrored left to right after resizing
+  std::int32_t source_width = 0;
+  std::int32_t source_height = 0;
+
+  bool operator==(const SampleGeometry&) const = default;
+};
+
 struct BatchMetadata {
   std::vector<std::string> keys;    // sample keys, in batch order
   std::vector<std::string> shards;  // the shard each sample came from, same order
   std::string server;               // the id of the server that made the batch
   std::uint64_t sequence = 0;       // the batch's number in that server's stream
+  std::vector<SampleGeometry> geometry;  // per sample, same order; empty: not recorded
 
   bool operator==(const BatchMetadata&) const = default;
 };

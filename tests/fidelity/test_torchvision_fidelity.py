@@ -1,0 +1,158 @@
+"""The same pixels and crops as torchvision on PIL images.
+
+serve-imagenet-shards against torchvision's transforms (Debian's
+python3-torchvision and python3-pil), on textured images of awkward sizes:
+  - --val against Resize(size*256/224) + CenterCrop(size), bilinear and bicubic;
+  - training crops re-made with torchvision from the crop box and flip that
+    --meta records (resized_crop, then hflip);
+  - RandomResizedCrop's area fractions and aspect ratios against
+    RandomResizedCrop.get_params, by a two-sample Kolmogorov-Smirnov test.
+
+    TENSORCOM_BUILD_DIR   the meson build dir (servers/serve-imagenet-shards)
+"""
+import io
+import math
+import os
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+T = pytest.importorskip("torchvision.transforms")
+F = pytest.importorskip("torchvision.transforms.functional")
+from PIL import Image  # noqa: E402  (python3-pil comes with torchvision)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "servers"))
+import server_helpers as h  # noqa: E402
+
+MODES = {"bilinear": T.InterpolationMode.BILINEAR, "bicubic": T.InterpolationMode.BICUBIC}
+
+
+def textured(rng, height, width):
+    """A picture with edges, gradients and fine texture: aliasing shows on it."""
+    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
+    base = 128 + 60 * np.sin(x / 7.0 + rng.uniform(0, 6)) * np.cos(y / 5.0)
+    stripes = 40 * np.sign(np.sin((x + 2 * y) / 3.0))
+    noise = rng.normal(0, 18, (height, width))
+    channels = [base + stripes + noise, base[::-1] - stripes + noise, 255 - base + noise / 2]
+    return np.clip(np.stack(channels, -1), 0, 255).astype(np.uint8)
+
+
+def psnr(a, b):
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return 99.0 if mse == 0 else 10 * math.log10(255.0 ** 2 / mse)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """(shard path, {key: encoded bytes}): JPEGs and PNGs, portrait and landscape."""
+    d = tmp_path_factory.mktemp("fidelity")
+    rng = np.random.default_rng(31)
+    sizes = [(375, 500), (500, 333), (301, 457), (480, 640), (257, 256), (600, 263), (224, 300), (999, 1000)]
+    samples, encoded = [], {}
+    for i, (hh, ww) in enumerate(sizes * 2):
+        ext = "png" if i % 4 == 3 else "jpg"
+        data = h.encode(textured(rng, hh, ww), ext, quality=90) if ext == "jpg" else h.encode(textured(rng, hh, ww), ext)
+        key = f"f{i:02d}"
+        encoded[key] = data
+        samples.append((key, {ext: data, "cls": h.cls(i % 3)}))
+    return h.write_tar(str(d / "fidelity.tar"), samples), encoded
+
+
+def serve(path, tmp_path, *args):
+    r = h.run_server(["-u", path, "--meta", "-r", "0", "-w", "1", "--shuffle", "0", *args], str(tmp_path))
+    assert r.rc == 0, r
+    return r
+
+
+def pil(data):
+    return Image.open(io.BytesIO(data)).convert("RGB")
+
+
+@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("size", [224, 97])
+def test_val_gives_torchvisions_pixels(data, tmp_path, interpolation, size):
+    path, encoded = data
+    r = serve(path, tmp_path, "--epochs", "1", "-b", "4", "--size", str(size), "--val", "--interpolation", interpolation)
+    resize_to = round(size * 256 / 224)
+    transform = T.Compose([T.Resize(resize_to, interpolation=MODES[interpolation]), T.CenterCrop(size)])
+    scores = [psnr(np.asarray(transform(pil(encoded[key]))), image) for key, _, image in r.samples()]
+    assert len(scores) == len(encoded)
+    print(f"--val {interpolation} size {size}: PSNR mean {np.mean(scores):.1f} dB, min {min(scores):.1f} dB")
+    assert np.mean(scores) >= 40 and min(scores) >= 30, scores
+
+
+def test_fast_interpolation_is_still_there_and_differs(data, tmp_path):
+    path, encoded = data
+    r = serve(path, tmp_path, "--epochs", "1", "-b", "4", "--size", "224", "--val", "--interpolation", "fast")
+    transform = T.Compose([T.Resize(256), T.CenterCrop(224)])
+    scores = [psnr(np.asarray(transform(pil(encoded[key]))), image) for key, _, image in r.samples()]
+    print(f"--val fast: PSNR mean {np.mean(scores):.1f} dB, min {min(scores):.1f} dB")
+    assert np.mean(scores) < 40  # the 2-tap filter aliases on texture: why bilinear is the default
+
+
+@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
+def test_training_crops_are_remade_by_torchvision_from_meta(data, tmp_path, interpolation):
+    path, encoded = data
+    size = 128
+    r = serve(path, tmp_path, "--epochs", "2", "-b", "4", "--size", str(size), "--seed", "5",
+              "--interpolation", interpolation)
+    scores, flips = [], 0
+    for arrays, meta in zip(r.batches, r.metas):
+        assert len(meta["crops"]) == len(meta["keys"]) == len(meta["flips"]) == len(meta["sizes"])
+        for image, key, (x, y, w, hgt), flip, source in zip(arrays[0], meta["keys"], meta["crops"], meta["flips"],
+                                                          meta["sizes"]):
+            src = pil(encoded[key])
+            assert list(src.size) == source
+            ref = F.resized_crop(src, y, x, hgt, w, [size, size], interpolation=MODES[interpolation])
+            if flip:
+                ref = F.hflip(ref)
+                flips += 1
+            scores.append(psnr(np.asarray(ref), image))
+    assert len(scores) == 2 * len(encoded)
+    assert 0 < flips < len(scores)
+    print(f"training {interpolation}: PSNR mean {np.mean(scores):.1f} dB, min {min(scores):.1f} dB")
+    assert np.mean(scores) >= 38 and min(scores) >= 30, scores
+
+
+def ks_2samp(a, b):
+    """Two-sample Kolmogorov-Smirnov statistic and its asymptotic p-value."""
+    a, b = np.sort(a), np.sort(b)
+    values = np.concatenate([a, b])
+    d = np.max(np.abs(np.searchsorted(a, values, side="right") / len(a) -
+                      np.searchsorted(b, values, side="right") / len(b)))
+    en = math.sqrt(len(a) * len(b) / (len(a) + len(b)))
+    lam = (en + 0.12 + 0.11 / en) * d
+    p = 2 * sum((-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam) for k in range(1, 101))
+    return d, min(max(p, 0.0), 1.0)
+
+
+def test_random_resized_crop_statistics_match_torchvision(tmp_path):
+    """20 000 crops of images of three sizes: the area fraction and the
+    log aspect ratio are distributed as torchvision draws them."""
+    rng = np.random.default_rng(3)
+    sizes = [(48, 64), (90, 60), (40, 120)]
+    samples = [(f"s{i}", {"png": h.encode(textured(rng, hh, ww), "png"), "cls": h.cls(0)})
+               for i, (hh, ww) in enumerate(sizes * 10)]
+    path = h.write_tar(str(tmp_path / "crops.tar"), samples)
+    epochs = 20000 // len(samples) + 1
+    r = serve(path, tmp_path, "--epochs", str(epochs), "-b", "64", "--size", "8", "--interpolation", "fast",
+              "--seed", "11")
+    ours_area, ours_ratio = [], []
+    for meta in r.metas:
+        for (x, y, w, hgt), (sw, sh) in zip(meta["crops"], meta["sizes"]):
+            ours_area.append(w * hgt / (sw * sh))
+            ours_ratio.append(math.log(w / hgt))
+    assert len(ours_area) >= 20000
+    torch.manual_seed(0)
+    theirs_area, theirs_ratio = [], []
+    for k in range(len(ours_area)):
+        hh, ww = sizes[k % len(sizes)]
+        i, j, ch, cw = T.RandomResizedCrop.get_params(torch.empty(3, hh, ww), scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3))
+        theirs_area.append(cw * ch / (ww * hh))
+        theirs_ratio.append(math.log(cw / ch))
+    for name, ours, theirs in (("area", ours_area, theirs_area), ("log ratio", ours_ratio, theirs_ratio)):
+        d, p = ks_2samp(np.array(ours), np.array(theirs))
+        print(f"crop {name}: KS D={d:.4f} p={p:.3f} over {len(ours)} crops")
+        assert p > 0.01, f"{name}: KS D={d:.4f} p={p:.4g}"
