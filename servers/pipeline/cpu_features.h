@@ -9,6 +9,15 @@
 
 namespace tensorcom::pipeline {
 
+inline bool cpu_has_sse41() {
+#ifdef TENSORCOM_HAVE_SSSE3_PATH
+  static const bool sse41 = __builtin_cpu_supports("sse4.1");
+  return sse41;
+#else
+  return false;
+#endif
+}
+
 inline bool cpu_has_ssse3() {
 #ifdef TENSORCOM_HAVE_SSSE3_PATH
   static const bool ssse3 = __builtin_cpu_supports("ssse3");

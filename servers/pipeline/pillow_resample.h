@@ -58,11 +58,19 @@ class PillowResampler {
   // `rgbx` (rows `stride` bytes apart), and writes x.out_count() x
   // y.out_count() RGB pixels to out, rows mirrored if flip (after
   // resampling, as RandomHorizontalFlip after RandomResizedCrop).
+  // Uses SSE4.1 where the CPU has it; the results are the same to the bit.
   void resize_to_rgb(const std::uint8_t* rgbx, std::size_t stride, int origin_x, int origin_y, const ResampleAxis& x,
                      const ResampleAxis& y, bool flip, std::uint8_t* out);
+  // The same with the portable loops only, for tests and other CPUs.
+  void resize_to_rgb_portable(const std::uint8_t* rgbx, std::size_t stride, int origin_x, int origin_y,
+                              const ResampleAxis& x, const ResampleAxis& y, bool flip, std::uint8_t* out);
 
  private:
+  void run(const std::uint8_t* rgbx, std::size_t stride, int origin_x, int origin_y, const ResampleAxis& x,
+           const ResampleAxis& y, bool flip, std::uint8_t* out, bool vector);
+
   std::vector<std::uint8_t> horizontal_;  // the horizontal pass: RGBX, x.out_count() wide
+  std::vector<std::uint8_t> line_;        // one output row, RGBX, before the padding goes
 };
 
 }  // namespace tensorcom::pipeline

@@ -1,4 +1,5 @@
-// augment-alone [--decode-only] SHARD.tar...: the server's per-image work on
+// augment-alone [--decode-only] [--interpolation fast|bilinear|bicubic] SHARD.tar...:
+// the server's per-image work on
 // the calling thread, without reading, batching or sending: every JPEG of the
 // shards, in memory, goes through ImageAugmenter as serve-imagenet-shards
 // would (RandomResizedCrop drawn from the header, region decoding at the DCT
@@ -22,13 +23,23 @@
 using namespace tensorcom::pipeline;
 
 int main(int argc, char** argv) {
-  const bool decode_only = argc > 1 && std::strcmp(argv[1], "--decode-only") == 0;
-  auto jpegs = bench::load_jpegs<std::byte>("augment-alone", decode_only ? 2 : 1, argc, argv);
+  bool decode_only = false;
+  AugmentOptions options;
+  int first = 1;
+  for (; first < argc && argv[first][0] == '-'; ++first) {
+    if (std::strcmp(argv[first], "--decode-only") == 0) {
+      decode_only = true;
+    } else if (std::strcmp(argv[first], "--interpolation") == 0 && first + 1 < argc) {
+      const std::string name = argv[++first];
+      options.resample = name == "fast" ? Resample::kFast : name == "bicubic" ? Resample::kBicubic : Resample::kBilinear;
+    }
+  }
+  auto jpegs = bench::load_jpegs<std::byte>("augment-alone", first, argc, argv);
   if (jpegs.empty()) {
     std::fprintf(stderr, "usage: augment-alone [--decode-only] SHARD.tar... (no JPEGs found)\n");
     return 1;
   }
-  ImageAugmenter augmenter(AugmentOptions{}, 224);
+  ImageAugmenter augmenter(options, 224);
   std::vector<std::uint8_t> out(static_cast<std::size_t>(augmenter.size()) * augmenter.size() * 3);
   std::size_t failures = 0;
   auto start = std::chrono::steady_clock::now();

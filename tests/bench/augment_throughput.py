@@ -5,6 +5,9 @@
       batches of 256 to a local consumer pinned to core 1;
   (3) torchvision RandomResizedCrop + flip on PIL (decode included), one core;
   (4) serve-imagenet-shards, two workers on both cores;
+  (2f), (2b) as (2) with --interpolation fast (DCT-scaled decode, 2-tap
+      bilinear: the pre-fidelity default) and bicubic: what torchvision's
+      pixels (the default, bilinear) cost;
   (2r), (4r) as (2) and (4), on the same images rewritten losslessly by
       `make-shards --restart-markers` (same pixels; the server then
       entropy-decodes only the restart intervals its crops need).
@@ -103,7 +106,7 @@ def crop_reach(paths):
     return float(out.stdout) if out.returncode == 0 else None
 
 
-def server(build, pattern, images, workers, cpus, epochs):
+def server(build, pattern, images, workers, cpus, epochs, interpolation="bilinear"):
     """images/s a consumer receives from serve-imagenet-shards, after a warm-up."""
     batches = images * epochs // 256
     warmup = 2
@@ -116,6 +119,7 @@ def server(build, pattern, images, workers, cpus, epochs):
         time.sleep(0.2)
         srv = subprocess.Popen(["taskset", "-c", cpus, f"{build}/servers/serve-imagenet-shards", "-u", pattern,
                                 "-b", "256", "-w", str(workers), "--epochs", str(epochs), "-r", "0",
+                                "--interpolation", interpolation,
                                 "--linger", "0", "zpush+" + url],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
@@ -174,6 +178,8 @@ def main():
                 "(1r)": lambda: augment_alone(args.build, paths, decode_only=True),
                 "(1a)": lambda: augment_alone(args.build, paths),
                 "(2)": lambda: server(args.build, args.shards, images, 1, "0", args.epochs),
+                "(2f)": lambda: server(args.build, args.shards, images, 1, "0", args.epochs, "fast"),
+                "(2b)": lambda: server(args.build, args.shards, images, 1, "0", args.epochs, "bicubic"),
                 "(3)": lambda: torchvision(paths),
                 "(4)": lambda: server(args.build, args.shards, images, 2, "0,1", args.epochs),
                 "(2r)": lambda: server(args.build, restart_pattern, images, 1, "0", args.epochs),
@@ -187,6 +193,8 @@ def main():
               "(1r)": "the server's region decoding alone, 1 core",
               "(1a)": "the server's region decoding and resize alone, 1 core",
               "(2)": "serve-imagenet-shards -w 1, 1 core",
+              "(2f)": "(2) with --interpolation fast",
+              "(2b)": "(2) with --interpolation bicubic",
               "(3)": "torchvision RandomResizedCrop+flip on PIL, 1 core",
               "(4)": "serve-imagenet-shards -w 2, 2 cores",
               "(2r)": "(2) on the images with restart markers",
@@ -203,6 +211,9 @@ def main():
         print(f"(1r) / (1): {best['(1r)'] / best['(1)']:.2f}: libjpeg-turbo's region decoding of these crops, with "
               f"nothing else, caps (2); resizing takes it to (1a) = {best['(1a)'] / best['(1)']:.2f} x (1), and "
               f"(2) reaches {best['(2)'] / best['(1a)']:.0%} of (1a)")
+    if all(k in best for k in ("(2)", "(2f)", "(2b)")):
+        print(f"torchvision's pixels cost: (2) / (2f) = {best['(2)'] / best['(2f)']:.2f} (bilinear, the default), "
+              f"(2b) / (2f) = {best['(2b)'] / best['(2f)']:.2f} (bicubic)")
     reach = crop_reach(paths)
     if reach and "(1e)" in best and "(1)" in best:
         ceiling = best["(1e)"] / reach
