@@ -944,7 +944,9 @@ def test_signal_stops_a_server_reading_a_stalled_pipe_and_ends_the_command(clean
     paths, _ = clean_data
     marker = os.path.join(rundir, "started")
     # One whole shard, then a command that stalls forever without closing its output.
-    command = f"pipe:cat {paths[0]}; touch {marker}; exec sleep 300"
+    # A sleep no other process runs: tests in other trees may be running this one.
+    nap = f"{300 + os.getpid() % 1000 / 1000:.3f}"
+    command = f"pipe:cat {paths[0]}; touch {marker}; exec sleep {nap}"
     with forever_server(["-u", command, "-b", "4", "--size", "16", "-r", "0", "--shuffle", "0"],
                         rundir) as (proc, pull):
         receive(pull, 4)  # libarchive may wait for more output before it gives the last sample
@@ -958,11 +960,11 @@ def test_signal_stops_a_server_reading_a_stalled_pipe_and_ends_the_command(clean
         assert time.monotonic() - start < 3, (out, err)
         assert proc.returncode == 0, (out, err)
         assert b": done: served " in out, out
-        assert err.count(b"sleep 300") == 0, err  # not started again
+        assert err.count(f"sleep {nap}".encode()) == 0, err  # not started again
     # The stalled command is gone too.
     time.sleep(0.2)
-    still = subprocess.run(["pgrep", "-f", f"touch {marker}; exec sleep 300"], capture_output=True, text=True)
-    leftover = subprocess.run(["pgrep", "-fx", "sleep 300"], capture_output=True, text=True)
+    still = subprocess.run(["pgrep", "-f", f"touch {marker}; exec sleep {nap}"], capture_output=True, text=True)
+    leftover = subprocess.run(["pgrep", "-fx", f"sleep {nap}"], capture_output=True, text=True)
     assert still.stdout.strip() == "" and leftover.stdout.strip() == "", (still.stdout, leftover.stdout)
 
 
