@@ -9,6 +9,7 @@
 
 using namespace tensorcom;
 namespace fs = std::filesystem;
+using tensorcom::testing::same_lists;
 using tensorcom::testing::TempDir;
 
 namespace {
@@ -131,17 +132,6 @@ std::vector<TensorList> salvaged(const fs::path& file, std::size_t tensors_per_l
   std::vector<TensorList> lists;
   report = salvage_ten(file, tensors_per_list, [&](TensorList&& list) { lists.push_back(std::move(list)); });
   return lists;
-}
-
-bool same_lists(const std::vector<TensorList>& a, const std::vector<TensorList>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t l = 0; l < a.size(); ++l) {
-    if (a[l].size() != b[l].size()) return false;
-    for (std::size_t t = 0; t < a[l].size(); ++t) {
-      if (!a[l][t].same_as(b[l][t])) return false;
-    }
-  }
-  return true;
 }
 
 std::vector<char> file_bytes(const fs::path& file) {
