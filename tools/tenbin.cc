@@ -87,8 +87,9 @@ bool report_salvage(const std::string& file, std::size_t group) {
     std::cout << file << ": ok, " << r.tensors << " tensors in " << r.lists << " lists\n";
     return true;
   }
-  std::cout << file << ": damaged: " << r.lists << " whole lists (" << r.tensors << " tensors, lists of "
-            << r.list_length << ") in the first " << r.whole_bytes << " of " << r.file_bytes << " bytes";
+  std::cout << file << ": damaged: " << r.lists << " whole lists (" << r.tensors << " tensors, "
+            << (r.list_length ? "lists of " + std::to_string(r.list_length) : std::string("list length unknown: give -g"))
+            << ") in the first " << r.whole_bytes << " of " << r.file_bytes << " bytes";
   if (r.lost_tensors) std::cout << "; " << r.lost_tensors << " tensors after them are not a whole list";
   if (r.damage) std::cout << "; damaged at byte " << r.damage->offset() << ": " << r.damage->message();
   std::cout << "\n";

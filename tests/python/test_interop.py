@@ -614,3 +614,16 @@ def test_files_longer_than_the_per_message_limit(tmp_path):
     r = run_tool([TENBIN, "cat", str(path), "-o", str(tmp_path / "copy.ten")])
     assert r.returncode == 0, r.stderr.decode()
     assert (tmp_path / "copy.ten").read_bytes() == path.read_bytes()
+
+
+def test_salvage_needs_the_list_length_when_nothing_repeats(tmp_path):
+    """Cut inside the second batch, one batch is whole, but nothing says a list
+    is two tensors long: salvage keeps nothing and asks for -g."""
+    _, encoded = small_batches(2)
+    path = tmp_path / "cut.ten"
+    path.write_bytes(encoded[0] + encoded[1][:100])
+    r = run_tool([TENBIN, "check", "--salvage", str(path)])
+    assert r.returncode == 1 and "damaged: 0 whole lists (0 tensors, list length unknown: give -g)" in r.stdout.decode()
+    r = run_tool([TENBIN, "cat", "--salvage", "-g", "2", str(path), "-o", str(tmp_path / "out.ten")])
+    assert r.returncode == 0, r.stderr.decode()
+    assert (tmp_path / "out.ten").read_bytes() == encoded[0]
