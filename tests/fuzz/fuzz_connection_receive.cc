@@ -13,9 +13,11 @@
 // exactly once; either way the sentinel must come through after it.
 #include <zmq.hpp>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +76,18 @@ std::vector<std::string> frames_of(const std::uint8_t* data, std::size_t size) {
   return frames;
 }
 
+// recv(), again when a signal interrupted the wait: libFuzzer's -timeout
+// is a SIGALRM timer, and a Connection reports EINTR (connection.h).
+std::optional<TensorList> receive(Connection& pull) {
+  for (;;) {
+    try {
+      return pull.recv(Milliseconds(10000));
+    } catch (const TransportError& e) {
+      if (e.code() != EINTR) throw;
+    }
+  }
+}
+
 bool is_sentinel(const TensorList& batch, std::uint64_t number) {
   return batch.size() == 1 && batch[0].info() == "sentinel" && batch[0].nbytes() == sizeof number &&
          std::memcmp(batch[0].data(), &number, sizeof number) == 0;
@@ -99,7 +113,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)l.push.send(header_frame, zmq::send_flags::sndmore);
   (void)l.push.send(zmq::buffer(sentinel.data(), sentinel.nbytes()), zmq::send_flags::none);
 
-  auto first = l.pull.recv(Milliseconds(10000));
+  auto first = receive(l.pull);
   if (!first) __builtin_trap();  // lost: neither a batch nor counted
   const std::uint64_t counted = l.pull.malformed().total() - malformed_before;
   if (is_sentinel(*first, sentinel_number)) {
@@ -111,7 +125,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const Tensor& t : *first) {
     for (std::byte b : t.bytes()) sum += static_cast<std::size_t>(b);
   }
-  auto second = l.pull.recv(Milliseconds(10000));
+  auto second = receive(l.pull);
   if (!second || !is_sentinel(*second, sentinel_number)) __builtin_trap();
   return static_cast<int>(sum & 0);
 }
