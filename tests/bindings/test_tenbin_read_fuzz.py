@@ -4,8 +4,9 @@ arrays or as the project's errors (tensorcom.Error), nothing else.
 
 Debian has no Python fuzzing package (atheris), so this is a plain loop:
 seeded, bounded in inputs and in time, run by meson test with the bindings
-tests. TENSORCOM_PY_FUZZ_RUNS and TENSORCOM_PY_FUZZ_SEED change how many
-inputs and which; a failure names the seed and input number to replay.
+tests. TENSORCOM_PY_FUZZ_RUNS, TENSORCOM_PY_FUZZ_SECONDS and
+TENSORCOM_PY_FUZZ_SEED change how many inputs, for how long at most, and
+which; a failure names the seed and input number to replay.
 """
 
 import io
@@ -21,7 +22,7 @@ from tensorcom import tenbin
 
 RUNS = int(os.environ.get("TENSORCOM_PY_FUZZ_RUNS", "20000"))
 SEED = int(os.environ.get("TENSORCOM_PY_FUZZ_SEED", "12"))
-TIME_LIMIT_S = 60
+TIME_LIMIT_S = float(os.environ.get("TENSORCOM_PY_FUZZ_SECONDS", "60"))
 GOLDEN_DIR = os.environ.get("TENSORCOM_GOLDEN_DIR", "")
 
 # Values that break length, ndim and dimension fields.
