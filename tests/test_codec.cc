@@ -188,6 +188,14 @@ TEST_CASE("hostile single buffers") {
     CHECK(decode_error(bad).find("overflows 64 bits") != std::string::npos);
     CHECK(decode_kind(bad) == FormatErrorKind::kBadHeader);
   }
+  SUBCASE("an empty tensor whose other dims overflow (found by the Python fuzz loop: numpy refused it)") {
+    put_i64(bad, 16 + 24, 0);
+    put_i64(bad, 16 + 32, 1ll << 62);
+    CHECK(decode_error(bad).find("overflows 64 bits") != std::string::npos);
+    CHECK(decode_kind(bad) == FormatErrorKind::kBadHeader);
+    put_i64(bad, 16 + 32, 1ll << 40);  // within bounds: an empty tensor
+    CHECK(decode_buffer(bad)[0].nbytes() == 0);
+  }
   SUBCASE("negative dim") {
     put_i64(bad, 16 + 32, -3);
     CHECK(decode_error(bad).find("dimension 1 is negative (-3)") != std::string::npos);

@@ -1,12 +1,13 @@
-// tenbin: inspect, check, concatenate and record .ten files.
+// tenbin: inspect, check, concatenate, salvage and record .ten files.
 //   tenbin info FILE.ten...               one line per tensor
-//   tenbin check FILE.ten...              exit 1 with the reason if any is invalid
-//   tenbin cat FILE.ten... [-o OUT.ten]   re-encode (to stdout without -o)
+//   tenbin check [--salvage] FILE.ten...  exit 1 with the reason if any is invalid
+//   tenbin cat [--salvage] FILE.ten... [-o OUT.ten]  re-encode (to stdout without -o)
 //   tenbin record URL... -n N -o OUT.ten  record N received batches
 //   tenbin synth -b B -s S -n N -o OUT.ten  synthetic [images, labels] batches
 //   tenbin keygen NAME                    a CURVE key pair: NAME and NAME_secret
 #include <boost/program_options.hpp>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -28,8 +29,11 @@ constexpr const char* kUsage =
     "commands:\n"
     "  info FILE.ten...               list index, tensor index, dtype, shape, info, payload bytes\n"
     "  check FILE.ten...              exit 0 if every file is valid, else 1 with the reason and offset\n"
+    "        --salvage                also say how many whole lists a damaged file holds and where it is cut\n"
     "  cat FILE.ten... [-o OUT.ten]   re-encode the lists into one file (stdout without -o)\n"
-    "  record URL... -n N -o OUT.ten  record N batches received from URLs\n"
+    "        --salvage                copy only the whole lists before any damage (recovers a cut recording)\n"
+    "  record URL... -n N -o OUT.ten  record N batches received from URLs (to a temporary file, renamed\n"
+    "                                 to OUT.ten on SIGINT, SIGTERM or the count reached)\n"
     "  synth -b B -s S -n N -o OUT.ten  write N batches of random uint8 (B,S,S,3) images and int32 (B,) labels\n"
     "  keygen NAME                    write a CURVE key pair: NAME (public) and NAME_secret (mode 0600)\n";
 
@@ -65,10 +69,10 @@ int run_info(const std::vector<std::string>& argv) {
   if (p.vars.count("help") || p.args.empty()) return programs::print_usage(options, p.vars.count("help"));
   bool several = p.args.size() > 1;
   for (const std::string& file : p.args) {
-    auto lists = read_ten_lists(file, p.vars["group"].as<std::size_t>());
-    for (std::size_t l = 0; l < lists.size(); ++l) {
-      for (std::size_t t = 0; t < lists[l].size(); ++t) {
-        const Tensor& tensor = lists[l][t];
+    TenListReader reader(file, p.vars["group"].as<std::size_t>());
+    for (std::uint64_t l = 0; auto list = reader.next(); ++l) {
+      for (std::size_t t = 0; t < list->size(); ++t) {
+        const Tensor& tensor = (*list)[t];
         if (several) std::cout << file << '\t';
         std::cout << l << '\t' << t << '\t' << dtype_code(tensor.dtype()) << '\t' << format_shape(tensor.shape())
                   << '\t' << tensor.info() << '\t' << tensor.nbytes() << '\n';
@@ -78,19 +82,43 @@ int run_info(const std::vector<std::string>& argv) {
   return 0;
 }
 
+// One line of check --salvage: what a damaged file still holds. Returns
+// whether the file is intact.
+bool report_salvage(const std::string& file, std::size_t group) {
+  SalvageReport r = salvage_ten(file, group, [](TensorList&&) {});
+  if (r.intact()) {
+    std::cout << file << ": ok, " << r.tensors << " tensors in " << r.lists << " lists\n";
+    return true;
+  }
+  std::cout << file << ": damaged: " << r.lists << " whole lists (" << r.tensors << " tensors, "
+            << (r.list_length ? "lists of " + std::to_string(r.list_length) : std::string("list length unknown: give -g"))
+            << ") in the first " << r.whole_bytes << " of " << r.file_bytes << " bytes";
+  if (r.lost_tensors) std::cout << "; " << r.lost_tensors << " tensors after them are not a whole list";
+  if (r.damage) std::cout << "; damaged at byte " << r.damage->offset() << ": " << r.damage->message();
+  std::cout << "\n";
+  return false;
+}
+
 int run_check(const std::vector<std::string>& argv) {
-  auto options = list_options("tenbin check FILE.ten...");
+  auto options = list_options("tenbin check [--salvage] FILE.ten...");
+  options.add_options()("salvage", po::bool_switch(),
+                        "for a damaged file, say how many whole lists precede the damage (tenbin cat --salvage copies them)");
   Parsed p = parse(options, argv);
   if (p.vars.count("help") || p.args.empty()) return programs::print_usage(options, p.vars.count("help"));
+  const std::size_t group = p.vars["group"].as<std::size_t>();
   int status = 0;
   for (const std::string& file : p.args) {
     try {
-      auto lists = read_ten_lists(file, p.vars["group"].as<std::size_t>());
+      if (p.vars["salvage"].as<bool>()) {
+        if (!report_salvage(file, group)) status = 1;
+        continue;
+      }
+      TenListReader reader(file, group);
       std::size_t tensors = 0;
-      for (const auto& list : lists) tensors += list.size();
-      std::cout << file << ": ok, " << tensors << " tensors in " << lists.size() << " lists\n";
+      while (auto list = reader.next()) tensors += list->size();
+      std::cout << file << ": ok, " << tensors << " tensors in " << reader.lists_read() << " lists\n";
     } catch (const Error& e) {
-      // read_ten's messages already start with the file name.
+      // The readers' messages already start with the file name.
       std::cerr << "tenbin check: " << e.what() << '\n';
       status = 1;
     }
@@ -98,20 +126,58 @@ int run_check(const std::vector<std::string>& argv) {
   return status;
 }
 
+// Copies the lists of one file; with salvage only the whole lists before any
+// damage, saying on stderr what was left out.
+void copy_lists(const std::string& file, std::size_t group, bool salvage, TenWriter& writer) {
+  if (!salvage) {
+    TenListReader reader(file, group);
+    while (auto list = reader.next()) writer.write(*list);
+    return;
+  }
+  SalvageReport r = salvage_ten(file, group, [&](TensorList&& list) { writer.write(list); });
+  if (r.intact()) return;
+  std::cerr << "tenbin cat: " << file << ": copied " << r.lists << " whole lists (" << r.tensors << " tensors, "
+            << r.whole_bytes << " of " << r.file_bytes << " bytes)";
+  if (r.lost_tensors) std::cerr << "; left out " << r.lost_tensors << " tensors of a list cut short";
+  if (r.damage) std::cerr << "; " << r.damage->what();
+  std::cerr << '\n';
+}
+
 int run_cat(const std::vector<std::string>& argv) {
-  po::options_description options("tenbin cat FILE.ten... [-o OUT.ten]");
-  options.add_options()("help,h", "show this help")("output,o", po::value<std::string>()->default_value("-"),
-                                                     "output file, - for stdout");
+  auto options = list_options("tenbin cat [--salvage] FILE.ten... [-o OUT.ten]");
+  options.add_options()("output,o", po::value<std::string>()->default_value("-"), "output file, - for stdout")(
+      "salvage", po::bool_switch(), "copy only the whole lists before any damage (a file cut by a crash)");
   Parsed p = parse(options, argv);
   if (p.vars.count("help") || p.args.empty()) return programs::print_usage(options, p.vars.count("help"));
-  // Read (and so validate) everything before the output is truncated.
-  std::vector<TensorList> inputs;
-  for (const std::string& file : p.args) inputs.push_back(read_ten(file));
   std::string output = p.vars["output"].as<std::string>();
-  TenWriter writer(output == "-" ? "/dev/stdout" : output);
-  for (const TensorList& list : inputs) writer.write(list);
-  writer.close();
+  // A file appears whole or not at all: an input found bad halfway leaves
+  // OUT.ten as it was.
+  TenWriter writer = output == "-" ? TenWriter("/dev/stdout") : TenWriter(output, TenWriter::Mode::kReplace);
+  try {
+    for (const std::string& file : p.args) {
+      copy_lists(file, p.vars["group"].as<std::size_t>(), p.vars["salvage"].as<bool>(), writer);
+    }
+    writer.close();
+  } catch (...) {
+    writer.discard();
+    throw;
+  }
   return 0;
+}
+
+// Receives into writer until the count is reached; returns false if a stop
+// signal ended the recording first.
+bool record_batches(Connection& connection, TenWriter& writer) {
+  try {
+    for (const TensorList& batch : connection) {
+      writer.write(batch);
+      if (programs::stop_requested()) return false;
+    }
+    return true;
+  } catch (const TransportError& e) {
+    if (e.code() == EINTR && programs::stop_requested()) return false;
+    throw;
+  }
 }
 
 int run_record(const std::vector<std::string>& argv) {
@@ -125,16 +191,33 @@ int run_record(const std::vector<std::string>& argv) {
   ConnectionOptions connection_options;
   connection_options.timeout = Milliseconds(static_cast<std::int64_t>(p.vars["timeout"].as<double>() * 1000));
   connection_options.total = static_cast<std::int64_t>(p.vars["count"].as<std::uint64_t>());
+  const std::string output = p.vars["output"].as<std::string>();
+  programs::install_stop_handlers();
   Connection connection(p.args, connection_options);
-  TenWriter writer(p.vars["output"].as<std::string>());
-  for (const TensorList& batch : connection) writer.write(batch);
-  writer.close();
+  // Written beside OUT.ten and renamed when done: a crash leaves the
+  // temporary file, whose whole batches `tenbin cat --salvage` recovers.
+  TenWriter writer(output, TenWriter::Mode::kReplace);
+  const std::string temporary = writer.temporary_path().string();
+  std::cerr << "tenbin record: writing " << temporary << ", renamed to " << output << " when done" << std::endl;
+  bool completed = false;
+  try {
+    completed = record_batches(connection, writer);
+    writer.close();
+  } catch (const Error& e) {
+    if (writer.bytes_written() == 0) {
+      writer.discard();
+      throw;
+    }
+    throw Error(std::string(e.what()) + "; the batches recorded so far are in " + temporary +
+                " (recover them with: tenbin cat --salvage " + temporary + " -o " + output + ")");
+  }
   const Statistics& stats = connection.stats();
   std::cerr << "tenbin record: " << stats.batches() << " batches, " << stats.samples() << " samples, "
             << stats.bytes() << " bytes";
   if (connection.malformed().total()) std::cerr << ", skipped " << connection.malformed().total() << " malformed";
+  if (!completed) std::cerr << ", stopped by a signal";
   std::cerr << '\n';
-  return 0;
+  return completed ? 0 : programs::kExitInterrupted;
 }
 
 // Fills bytes with a cheap pseudo-random stream (xorshift64), so batches are
@@ -165,7 +248,7 @@ int run_synth(const std::vector<std::string>& argv) {
   auto s = p.vars["size"].as<std::int64_t>();
   auto classes = p.vars["classes"].as<std::int32_t>();
   if (b <= 0 || s <= 0 || classes <= 0) throw ArgumentError("batch, size and classes must be positive");
-  TenWriter writer(p.vars["output"].as<std::string>());
+  TenWriter writer(p.vars["output"].as<std::string>(), TenWriter::Mode::kReplace);
   for (std::uint64_t n = 0; n < p.vars["count"].as<std::uint64_t>(); ++n) {
     Tensor images = Tensor::allocate(DType::kUInt8, {b, s, s, 3});
     fill_random(images.bytes(), n);

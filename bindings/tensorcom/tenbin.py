@@ -93,9 +93,26 @@ def write(stream, l, infos=None):
     stream.write(encode_buffer(l, infos=infos))
 
 
+# Chunk bodies are read this much at a time, so that memory follows the bytes
+# a stream holds, not the length its chunk prefix claims (a stream from
+# elsewhere may claim 2**62 bytes).
+_READ_PIECE = 1 << 20
+
+
+def _read_up_to(stream, n):
+    """Up to n bytes of stream (fewer only at its end), read in pieces."""
+    out = bytearray()
+    while len(out) < n:
+        piece = stream.read(min(n - len(out), _READ_PIECE))
+        if not piece:
+            break
+        out += piece
+    return out
+
+
 def _read_chunk(stream, offset):
     """prefix + payload + padding of the next chunk, or None at the end."""
-    prefix = stream.read(16)
+    prefix = _read_up_to(stream, 16)
     if not prefix:
         return None
     if len(prefix) < 16 or prefix[:8] != magic_bytes:
@@ -103,7 +120,7 @@ def _read_chunk(stream, offset):
     (nbytes,) = struct.unpack("<q", prefix[8:16])
     if nbytes < 0:
         raise FormatError(f"chunk length {nbytes} is negative (at byte {offset + 8})")
-    body = stream.read(roundup(nbytes))
+    body = _read_up_to(stream, roundup(nbytes))
     if len(body) < nbytes:
         raise FormatError(f"chunk of {nbytes} bytes cut short after {len(body)} (at byte {offset + 16})")
     return prefix + body

@@ -72,22 +72,29 @@ bool aligned_for(DType dtype, const std::byte* data) noexcept {
   return reinterpret_cast<std::uintptr_t>(data) % alignment == 0;
 }
 
-// Pairs header and data payloads into views. `data_owner` keeps data alive.
-Tensor make_view(std::size_t index, std::span<const std::byte> header, std::uint64_t header_offset,
-                 std::span<const std::byte> data, std::uint64_t data_offset, std::shared_ptr<const void> data_owner,
-                 const DecodeLimits& limits) {
+// Decodes a header and checks that its data payload is long enough.
+TensorHeader checked_header(std::size_t index, std::span<const std::byte> header, std::uint64_t header_offset,
+                            std::size_t data_size, std::uint64_t data_offset, const DecodeLimits& limits) {
   TensorHeader h;
   try {
     h = decode_header(header, header_offset, limits);
   } catch (const FormatError& e) {
     throw e.with_context(at_tensor(index));
   }
-  if (data.size() < h.data_size) {
-    throw FormatError(FormatErrorKind::kDataPayload, at_tensor(index) + "data payload is " + std::to_string(data.size()) + " bytes, shape " +
+  if (data_size < h.data_size) {
+    throw FormatError(FormatErrorKind::kDataPayload, at_tensor(index) + "data payload is " + std::to_string(data_size) + " bytes, shape " +
                           format_shape(h.shape) + " of " + std::string(dtype_name(h.dtype)) + " needs " +
                           std::to_string(h.data_size),
                       data_offset);
   }
+  return h;
+}
+
+// Pairs header and data payloads into views. `data_owner` keeps data alive.
+Tensor make_view(std::size_t index, std::span<const std::byte> header, std::uint64_t header_offset,
+                 std::span<const std::byte> data, std::uint64_t data_offset, std::shared_ptr<const void> data_owner,
+                 const DecodeLimits& limits) {
+  TensorHeader h = checked_header(index, header, header_offset, data.size(), data_offset, limits);
   // ZeroMQ hands over small messages as slices of its receive buffer at any
   // byte offset; typed access to a float or int tensor there would be
   // misaligned, so such (small) payloads are copied into aligned memory.
@@ -164,13 +171,20 @@ TensorHeader decode_header(std::span<const std::byte> header, std::uint64_t base
                         base_offset + (3 + i) * kWord);
     }
   }
-  auto nbytes = checked_nbytes(h.shape, itemsize(h.dtype));
-  if (!nbytes || *nbytes > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-    throw FormatError(FormatErrorKind::kBadHeader, "shape " + format_shape(h.shape) + " of " + std::string(dtype_name(h.dtype)) +
-                          " overflows 64 bits",
-                      base_offset + 3 * kWord);
+  // The extent counts zero dimensions as one: an empty tensor of shape
+  // (0, 2**62) holds no bytes, but its strides overflow, and numpy refuses it.
+  std::uint64_t extent = itemsize(h.dtype);
+  bool empty = false;
+  for (std::int64_t dim : h.shape) {
+    empty = empty || dim == 0;
+    if (__builtin_mul_overflow(extent, static_cast<std::uint64_t>(std::max<std::int64_t>(dim, 1)), &extent) ||
+        extent > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      throw FormatError(FormatErrorKind::kBadHeader, "shape " + format_shape(h.shape) + " of " + std::string(dtype_name(h.dtype)) +
+                            " overflows 64 bits",
+                        base_offset + 3 * kWord);
+    }
   }
-  h.data_size = static_cast<std::size_t>(*nbytes);
+  h.data_size = empty ? 0 : static_cast<std::size_t>(extent);
   return h;
 }
 
@@ -256,22 +270,54 @@ std::optional<std::span<const std::byte>> ChunkReader::next() {
   return payload;
 }
 
+std::optional<TensorDecoder::Chunks> TensorDecoder::next_chunks() {
+  ChunkReader reader = reader_;
+  auto header = reader.next();
+  if (!header) return std::nullopt;
+  std::uint64_t header_offset = reader.payload_offset();
+  auto data = reader.next();
+  if (!data) {
+    throw FormatError(FormatErrorKind::kOddChunkCount, "odd chunk count " + std::to_string(2 * count_ + 1) +
+                          ": the last header has no data chunk",
+                      header_offset);
+  }
+  // Moves on only once both chunks are whole: after a throw, offset() is
+  // where the damaged tensor starts.
+  Chunks chunks{*header, header_offset, *data, reader.payload_offset(), reader};
+  return chunks;
+}
+
+std::optional<Tensor> TensorDecoder::next() {
+  auto chunks = next_chunks();
+  if (!chunks) return std::nullopt;
+  Tensor tensor = make_view(count_, chunks->header, chunks->header_offset, chunks->data, chunks->data_offset, owner_, limits_);
+  reader_ = chunks->after;
+  ++count_;
+  return tensor;
+}
+
+std::optional<TensorHeader> TensorDecoder::next_header() {
+  auto chunks = next_chunks();
+  if (!chunks) return std::nullopt;
+  TensorHeader header =
+      checked_header(count_, chunks->header, chunks->header_offset, chunks->data.size(), chunks->data_offset, limits_);
+  reader_ = chunks->after;
+  ++count_;
+  return header;
+}
+
 TensorList decode_buffer(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
                          const DecodeLimits& limits) {
-  ChunkReader reader(bytes);
+  TensorDecoder decoder(bytes, std::move(owner), limits);
   TensorList tensors;
-  while (auto header = reader.next()) {
-    std::uint64_t header_offset = reader.payload_offset();
-    auto data = reader.next();
-    if (!data) {
-      throw FormatError(FormatErrorKind::kOddChunkCount, "odd chunk count " + std::to_string(2 * tensors.size() + 1) +
-                            ": the last header has no data chunk",
-                        header_offset);
-    }
+  while (!decoder.at_end()) {
     if (tensors.size() == limits.max_tensors) {
-      throw FormatError(FormatErrorKind::kTooManyTensors, "more than " + std::to_string(limits.max_tensors) + " tensors", header_offset);
+      throw FormatError(FormatErrorKind::kTooManyTensors, "more than " + std::to_string(limits.max_tensors) + " tensors",
+                        decoder.offset());
     }
-    tensors.push_back(make_view(tensors.size(), *header, header_offset, *data, reader.payload_offset(), owner, limits));
+    auto tensor = decoder.next();
+    if (!tensor) break;
+    tensors.push_back(std::move(*tensor));
   }
   return tensors;
 }

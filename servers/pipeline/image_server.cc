@@ -5,12 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <iostream>
 #include <thread>
 
 #include "batch_assembler.h"
 #include "bounded_queue.h"
+#include "sample_label.h"
 #include "skip_counter.h"
 #include "tensorcom/formats/printable.h"
 #include "tensorcom/metadata.h"
@@ -30,30 +30,6 @@ std::uint64_t peak_memory_mib() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   return static_cast<std::uint64_t>(usage.ru_maxrss) / 1024;  // kilobytes on Linux
-}
-
-// The label of a sample, or why it has none usable.
-struct Label {
-  std::int32_t value = 0;
-  std::string problem;  // empty when value is good
-  std::string detail;
-};
-
-Label label_of(const RawSample& sample, std::int32_t classes) {
-  if (sample.known_label) return {*sample.known_label, {}, {}};
-  if (!sample.label) return {0, "missing label", "no .cls member"};
-  std::string_view text = *sample.label;
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
-  std::int64_t value = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
-    return {0, "bad label", "cls is '" + std::string(text.substr(0, 40)) + "'"};
-  }
-  if (value < 0 || value > INT32_MAX || (classes > 0 && value >= classes)) {
-    return {0, "label out of range", std::to_string(value)};
-  }
-  return {static_cast<std::int32_t>(value), {}, {}};
 }
 
 class ImageServer {

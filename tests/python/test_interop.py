@@ -14,6 +14,7 @@ import os
 import re
 import selectors
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -386,6 +387,7 @@ def record_from_python(ctx, tmp_path, short_dir, transport, messages):
             pytest.fail(f"tenbin record did not finish; stderr: {read_text(stderr_path)}")
     err = read_text(stderr_path)
     assert rc == 0, err
+    assert not list(tmp_path.glob("out.ten.*.partial")), "the temporary file was not renamed"
     return out.read_bytes(), err
 
 
@@ -498,3 +500,130 @@ def test_cat_recreates_golden(tmp_path):
     r = run_tool([TENBIN, "cat"] + [g.path for g in GOLDEN])
     assert r.returncode == 0, r.stderr.decode()
     assert r.stdout == want
+
+
+# --- e. crash safety: record's temporary file, salvage ------------------------
+
+def small_batches(count):
+    """count [images, labels] batches, each distinct, and their encodings."""
+    arrays = [[np.full((1, 2, 2, 3), i, np.uint8), np.array([i], np.int32)] for i in range(count)]
+    return arrays, [bytes(tb.encode_buffer(a)) for a in arrays]
+
+
+def wait_for_size(path_glob, size, proc, stderr_path):
+    """The one file matching path_glob once it holds size bytes."""
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        found = list(path_glob())
+        if len(found) == 1 and found[0].stat().st_size >= size:
+            return found[0]
+        if proc.poll() is not None:
+            pytest.fail(f"tenbin record exited (rc {proc.returncode}): {read_text(stderr_path)}")
+        time.sleep(0.02)
+    pytest.fail(f"no file of {size} bytes: {[str(f) for f in path_glob()]}; stderr: {read_text(stderr_path)}")
+
+
+@contextmanager
+def recording(ctx, tmp_path, count):
+    """A bound PUSH and `tenbin record -n count` receiving from it."""
+    sock = ctx.socket(zmq.PUSH)
+    sock.setsockopt(zmq.SNDTIMEO, 10000)
+    sock.setsockopt(zmq.LINGER, 0)
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    stderr_path = tmp_path / "record.err"
+    args = [TENBIN, "record", f"zrpull://127.0.0.1:{port}", "-n", str(count), "-o", str(tmp_path / "out.ten"),
+            "-t", "15"]
+    with spawn(args, stderr_path) as proc:
+        yield sock, proc, stderr_path
+
+
+def test_record_killed_leaves_its_temporary_file_and_salvage_recovers_it(ctx, tmp_path):
+    arrays, encoded = small_batches(8)
+    with recording(ctx, tmp_path, 1000) as (sock, proc, stderr_path):
+        for a in arrays:
+            sock.send_multipart(tb.encode_frames(a), copy=True)
+        partial = wait_for_size(lambda: tmp_path.glob("out.ten.*.partial"), sum(map(len, encoded)), proc,
+                                stderr_path)
+        proc.kill()
+        proc.wait(timeout=10)
+    assert not (tmp_path / "out.ten").exists()
+    assert partial.read_bytes() == b"".join(encoded)
+    # Cut the last batch short, as a crash in mid-write would.
+    partial.write_bytes(b"".join(encoded)[:-100])
+    r = run_tool([TENBIN, "check", "--salvage", str(partial)])
+    out = r.stdout.decode()
+    assert r.returncode == 1, (out, r.stderr.decode())
+    assert re.search(r"damaged: 7 whole lists \(14 tensors, lists of 2\) in the first "
+                     rf"{sum(map(len, encoded[:7]))} of {sum(map(len, encoded)) - 100} bytes", out), out
+    assert "damaged at byte" in out, out
+    recovered = tmp_path / "recovered.ten"
+    r = run_tool([TENBIN, "cat", "--salvage", str(partial), "-o", str(recovered)])
+    assert r.returncode == 0, r.stderr.decode()
+    assert "copied 7 whole lists" in r.stderr.decode()
+    assert recovered.read_bytes() == b"".join(encoded[:7])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_record_stopped_by_a_signal_keeps_what_it_received(ctx, tmp_path, sig):
+    arrays, encoded = small_batches(3)
+    with recording(ctx, tmp_path, 1000) as (sock, proc, stderr_path):
+        for a in arrays:
+            sock.send_multipart(tb.encode_frames(a), copy=True)
+        wait_for_size(lambda: tmp_path.glob("out.ten.*.partial"), sum(map(len, encoded)), proc, stderr_path)
+        proc.send_signal(sig)
+        rc = proc.wait(timeout=PROC_TIMEOUT_S)
+    err = read_text(stderr_path)
+    assert rc == 130, err
+    assert "3 batches" in err and "stopped by a signal" in err, err
+    assert (tmp_path / "out.ten").read_bytes() == b"".join(encoded)
+    assert not list(tmp_path.glob("out.ten.*.partial"))
+
+
+def test_salvage_at_every_cut_of_the_last_batch(tmp_path):
+    """A file cut at any byte of its last batch gives back exactly the batches
+    before it (all of them once only the last padding is missing, which the
+    reference reads too)."""
+    _, encoded = small_batches(3)
+    whole = b"".join(encoded)
+    last_start = len(whole) - len(encoded[-1])
+    last_payload_end = len(whole) - (64 - 4)  # the last label's padding
+    cut_file, out = tmp_path / "cut.ten", tmp_path / "out.ten"
+    for cut in range(last_start, len(whole)):
+        cut_file.write_bytes(whole[:cut])
+        want = 3 if cut >= last_payload_end else 2
+        r = run_tool([TENBIN, "cat", "--salvage", str(cut_file), "-o", str(out)])
+        assert r.returncode == 0, (cut, r.stderr.decode())
+        assert out.read_bytes() == b"".join(encoded[:want]), cut
+        r = run_tool([TENBIN, "check", "--salvage", str(cut_file)])
+        line = r.stdout.decode()
+        if cut == last_start or want == 3:
+            assert r.returncode == 0 and f"ok, {2 * want} tensors in {want} lists" in line, (cut, line)
+        else:
+            assert r.returncode == 1 and f"damaged: {want} whole lists" in line, (cut, line)
+            assert f"in the first {last_start} of {cut} bytes" in line, (cut, line)
+
+
+def test_files_longer_than_the_per_message_limit(tmp_path):
+    """65538 tensors (32769 batches of two empty tensors, 6 MB) in one file."""
+    batch = bytes(tb.encode_buffer([np.zeros((0, 2), np.uint8), np.zeros((0,), np.int32)]))
+    path = tmp_path / "long.ten"
+    path.write_bytes(batch * 32769)
+    r = run_tool([TENBIN, "check", str(path)])
+    assert r.returncode == 0, r.stderr.decode()
+    assert "ok, 65538 tensors in 32769 lists" in r.stdout.decode()
+    r = run_tool([TENBIN, "cat", str(path), "-o", str(tmp_path / "copy.ten")])
+    assert r.returncode == 0, r.stderr.decode()
+    assert (tmp_path / "copy.ten").read_bytes() == path.read_bytes()
+
+
+def test_salvage_needs_the_list_length_when_nothing_repeats(tmp_path):
+    """Cut inside the second batch, one batch is whole, but nothing says a list
+    is two tensors long: salvage keeps nothing and asks for -g."""
+    _, encoded = small_batches(2)
+    path = tmp_path / "cut.ten"
+    path.write_bytes(encoded[0] + encoded[1][:100])
+    r = run_tool([TENBIN, "check", "--salvage", str(path)])
+    assert r.returncode == 1 and "damaged: 0 whole lists (0 tensors, list length unknown: give -g)" in r.stdout.decode()
+    r = run_tool([TENBIN, "cat", "--salvage", "-g", "2", str(path), "-o", str(tmp_path / "out.ten")])
+    assert r.returncode == 0, r.stderr.decode()
+    assert (tmp_path / "out.ten").read_bytes() == encoded[0]

@@ -161,27 +161,10 @@ void check_inputs(const po::variables_map& vars) {
   return sample.file.empty() ? synthetic_jpeg(sample.index, sample.label, synthetic) : read_file(sample.file).bytes;
 }
 
-// With --restart-markers, a JPEG is rewritten; one libjpeg cannot read is
-// packed as it was (the servers will skip and count it). Returns why it was
-// left as it was, if it was.
-std::optional<std::string> add_restart_markers(ByteBuffer& image) {
-  try {
-    image = with_restart_markers(image);
-    return std::nullopt;
-  } catch (const tensorcom::FormatError& e) {
-    return e.what();
-  }
-}
-
 // Counts a JPEG left without restart markers, with a warning naming it.
 void report_unchanged(const std::string& what, const std::string& why, std::uint64_t& count) {
   std::cerr << "make-shards: " << printable(what) << ": packed unchanged: " << printable(why) << '\n';
   ++count;
-}
-
-bool is_jpeg_member(const ShardMember& member) {
-  const std::string_view ext = std::string_view(member.extension).substr(member.extension.rfind('.') + 1);
-  return ext == "jpg" || ext == "jpeg";
 }
 
 // What re-packing met besides good samples.
@@ -264,11 +247,8 @@ RepackCounts repack_shards(const std::string& pattern, std::uint64_t max_member_
   run_in_order<RepackItem>(
       jobs, [&] { return shards.next(); },
       [&](RepackItem& item) {
-        item.unchanged.resize(item.members.size());
-        if (!restart_markers) return;
-        for (std::size_t i = 0; i < item.members.size(); ++i) {
-          if (is_jpeg_member(item.members[i])) item.unchanged[i] = add_restart_markers(item.members[i].data);
-        }
+        item.unchanged = restart_markers ? add_restart_markers(item.members)
+                                         : std::vector<std::optional<std::string>>(item.members.size());
       },
       [&](const RepackItem& item) {
         std::vector<TarMember> members;

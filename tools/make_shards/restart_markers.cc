@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string_view>
 
 #include "libjpeg_errors.h"
 #include "tensorcom/error.h"
@@ -86,6 +87,28 @@ tensorcom::formats::ByteBuffer with_restart_markers(std::span<const std::byte> j
   }
   const auto* out = reinterpret_cast<const std::byte*>(t->out);
   return tensorcom::formats::ByteBuffer(out, out + t->out_size);
+}
+
+std::optional<std::string> add_restart_markers(tensorcom::formats::ByteBuffer& image) {
+  try {
+    image = with_restart_markers(image);
+    return std::nullopt;
+  } catch (const tensorcom::FormatError& e) {
+    return e.what();
+  }
+}
+
+bool is_jpeg_member(const tensorcom::formats::ShardMember& member) {
+  const std::string_view ext = std::string_view(member.extension).substr(member.extension.rfind('.') + 1);
+  return ext == "jpg" || ext == "jpeg";
+}
+
+std::vector<std::optional<std::string>> add_restart_markers(std::vector<tensorcom::formats::ShardMember>& members) {
+  std::vector<std::optional<std::string>> unchanged(members.size());
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    if (is_jpeg_member(members[i])) unchanged[i] = add_restart_markers(members[i].data);
+  }
+  return unchanged;
 }
 
 }  // namespace make_shards

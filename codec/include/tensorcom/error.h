@@ -30,7 +30,7 @@ enum class FormatErrorKind : std::uint8_t {
   kOddChunkCount,   // single buffer: a header chunk without its data chunk
   kTooLarge,        // a message over the receiver's limit (ConnectionOptions::max_message_size)
   kMetadata,        // a metadata tensor that does not hold what metadata.h describes
-  kListLength,      // a .ten file whose tensors do not split into lists of the length asked for
+  kListLength,      // a .ten file whose tensors do not split into lists of the length given or inferred
   kOther,           // input outside the tenbin format (image files, list files, class tables)
 };
 

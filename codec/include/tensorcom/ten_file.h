@@ -1,11 +1,13 @@
 // .ten files: the single-buffer encoding of one list, or of several lists back
-// to back (what `tenbin record` writes). Reading maps the file and returns
+// to back (what `tenbin record` writes; see docs/tenbin.md). Reading maps the file and returns
 // views into the mapping, so nothing is copied; the mapping lives as long as
 // any tensor read from it.
 #pragma once
 
 #include <cstddef>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -36,33 +38,111 @@ class MappedFile {
   std::size_t size_;
 };
 
-// Reads every tensor of a .ten file as one list, as the reference's load().
-// Throws IoError, or FormatError with the file name in the message.
+// A .ten file is a sequence of lists (batches) back to back, as `tenbin
+// record` writes them. Its length is bounded by nothing but its size:
+// DecodeLimits::max_tensors bounds each list, never the file, and the
+// readers below hold one list at a time.
+
+// Reads every tensor of a .ten file as one flat list, as the reference's
+// load(): as many tensors as the file holds (limits.max_tensors does not
+// apply; memory grows with the file). Throws IoError, or FormatError with the
+// file name in the message.
 [[nodiscard]] TensorList read_ten(const std::filesystem::path& path, const DecodeLimits& limits = {});
 
-// Tells read_ten_lists to find the list length from the tensors themselves.
+// Tells the list readers to find the list length from the tensors themselves.
 inline constexpr std::size_t kInferListLength = 0;
 
-// Reads a file of several lists back to back, split every tensors_per_list
-// tensors. With kInferListLength the length is the shortest period of the
-// tensors' signatures (dtype, info, ndim, dims after the first): a file of
+// Reads the lists of a .ten file one at a time: memory is bounded by one
+// list (and, while the length is inferred, by the signatures of at most
+// 2 * limits.max_tensors tensors), whatever the file's length.
+//
+// The list length is tensors_per_list, or with kInferListLength the shortest
+// period of the tensors' signatures (dtype, info, ndim, dims after the first)
+// that divides the tensor count, else the whole file as one list: a file of
 // recorded [images, labels] batches splits into pairs, a file of one list
-// whose tensors differ stays one list. Throws as read_ten, and FormatError if
-// the tensor count is not a multiple of tensors_per_list.
+// whose tensors differ stays one list. The period is found from the headers
+// of the first tensors (no data is touched) once it repeats past
+// limits.max_tensors tensors; the tensors after that must follow it.
+class TenListReader {
+ public:
+  // Maps the file and finds the list length. Throws IoError, FormatError
+  // naming the file (a damaged tensor among those read to infer the length;
+  // no list length of at most limits.max_tensors), ArgumentError for a
+  // tensors_per_list over limits.max_tensors.
+  explicit TenListReader(const std::filesystem::path& path, std::size_t tensors_per_list = kInferListLength,
+                         const DecodeLimits& limits = {});
+  TenListReader(TenListReader&&) noexcept;
+  TenListReader& operator=(TenListReader&&) noexcept;
+  ~TenListReader();
+
+  // Returns the next list (views into the file's mapping), or nothing after
+  // the last. Throws FormatError naming the file and the byte offset: a
+  // damaged tensor, a last list cut short, a tensor that breaks the inferred
+  // pattern.
+  [[nodiscard]] std::optional<TensorList> next();
+  // Tensors per list; 0 for a file without tensors.
+  [[nodiscard]] std::size_t list_length() const noexcept;
+  // Lists returned so far.
+  [[nodiscard]] std::uint64_t lists_read() const noexcept;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Reads a whole file through TenListReader. Throws as TenListReader.
 [[nodiscard]] std::vector<TensorList> read_ten_lists(const std::filesystem::path& path,
                                                      std::size_t tensors_per_list = kInferListLength,
                                                      const DecodeLimits& limits = {});
-// The inference behind kInferListLength; 0 for no tensors.
-[[nodiscard]] std::size_t infer_list_length(std::span<const Tensor> tensors) noexcept;
+// The inference behind kInferListLength for tensors held in memory; 0 for no
+// tensors.
+[[nodiscard]] std::size_t infer_list_length(std::span<const Tensor> tensors);
 // Splits a flat list into lists of tensors_per_list (which must divide it).
 [[nodiscard]] std::vector<TensorList> split_lists(TensorList tensors, std::size_t tensors_per_list);
 
+// What salvage_ten found in a file that a crash or a full disk may have cut.
+struct SalvageReport {
+  std::uint64_t file_bytes = 0;        // the file's size
+  std::uint64_t lists = 0;             // whole lists read (and passed on)
+  std::uint64_t tensors = 0;           // tensors in them
+  std::uint64_t whole_bytes = 0;       // where the last whole list ends: the file's good prefix
+  std::uint64_t lost_tensors = 0;      // whole tensors after the last whole list (a list cut short)
+  std::size_t list_length = 0;         // tensors per list, as given or inferred (0: unknown)
+  std::optional<FormatError> damage;   // why reading stopped before the end (offset(): where); nothing for an intact file
+
+  [[nodiscard]] bool intact() const noexcept { return !damage && lost_tensors == 0; }
+};
+
+// Reads the whole lists of a .ten file up to its first damage (a cut chunk,
+// a bad magic, a bad header), passing each to `each` in order, and reports
+// where the good prefix ends. For an intact file this is what TenListReader
+// reads. For a damaged one the list length is tensors_per_list, or the
+// shortest period of the readable tensors' signatures once it has repeated
+// (a cut recording of [images, labels] is read in pairs); with no repetition
+// seen no list is known to be whole, and none is passed on. A tensor that
+// breaks the inferred pattern counts as damage. Throws IoError (the file
+// cannot be read), ArgumentError as TenListReader, and what `each` throws;
+// never FormatError.
+SalvageReport salvage_ten(const std::filesystem::path& path, std::size_t tensors_per_list,
+                          const std::function<void(TensorList&&)>& each, const DecodeLimits& limits = {});
+
 // Writes lists to a .ten file, one after another, without copying tensor data
-// (it goes to the kernel straight from the tensors). Move-only; the file is
-// closed by close() or the destructor.
+// (it goes to the kernel straight from the tensors, one writev per list:
+// there is no buffer in the process, so a crash loses at most the list being
+// written). Move-only; the file is finished by close(), and closed by the
+// destructor.
 class TenWriter {
  public:
-  enum class Mode { kTruncate, kAppend };
+  enum class Mode {
+    kTruncate,  // write path itself, from empty
+    kAppend,    // add to the end of path
+    // Write a temporary file beside path (temporary_path(): PATH.XXXXXX.partial,
+    // a unique name); close() syncs it to disk and renames it to path, so
+    // that path holds a whole file or nothing new. Without close() (a crash,
+    // an error) the temporary file stays, with every list written before:
+    // salvage_ten reads them back. discard() removes it.
+    kReplace,
+  };
   // Throws IoError.
   explicit TenWriter(const std::filesystem::path& path, Mode mode = Mode::kTruncate);
   TenWriter(TenWriter&& other) noexcept;
@@ -71,12 +151,20 @@ class TenWriter {
 
   // Appends one list. Throws IoError.
   void write(std::span<const Tensor> tensors);
-  // Flushes and closes; throws IoError if closing reports an error.
+  // Closes the file (kReplace: after syncing it, renames it to path); throws
+  // IoError if closing, syncing or renaming reports an error. Once closed,
+  // write() throws.
   void close();
+  // kReplace: closes and removes the temporary file (path is left as it
+  // was). Other modes: closes. Never throws.
+  void discard() noexcept;
+  // The file being written: path, or with kReplace the temporary file.
+  [[nodiscard]] const std::filesystem::path& temporary_path() const noexcept { return writing_; }
   [[nodiscard]] std::size_t bytes_written() const noexcept { return bytes_written_; }
 
  private:
-  std::filesystem::path path_;
+  std::filesystem::path path_;     // where the file ends up
+  std::filesystem::path writing_;  // where it is written
   int fd_ = -1;
   std::size_t bytes_written_ = 0;
 };

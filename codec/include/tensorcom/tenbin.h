@@ -92,10 +92,49 @@ class ChunkReader {
   std::uint64_t payload_offset_ = 0;
 };
 
+// Decodes a single-buffer stream one tensor at a time: what decode_buffer
+// does, without holding the tensors (long .ten files, salvage). No limit on
+// the tensor count: the caller decides what to keep.
+class TensorDecoder {
+ public:
+  // bytes must outlive the decoder; owner as for decode_buffer.
+  explicit TensorDecoder(std::span<const std::byte> bytes, std::shared_ptr<const void> owner = nullptr,
+                         const DecodeLimits& limits = {}) noexcept
+      : reader_(bytes), owner_(std::move(owner)), limits_(limits) {}
+  // Returns the next tensor, a view into bytes holding owner, or nothing at
+  // the end of the input. Throws FormatError as decode_buffer; the decoder
+  // then stays before the damaged tensor (offset() is where it starts).
+  [[nodiscard]] std::optional<Tensor> next();
+  // As next(), but only checks the tensor: returns its header without
+  // touching its data payload.
+  [[nodiscard]] std::optional<TensorHeader> next_header();
+  // Offset of the next tensor's header chunk.
+  [[nodiscard]] std::uint64_t offset() const noexcept { return reader_.offset(); }
+  // Tensors decoded so far; the index in error messages.
+  [[nodiscard]] std::size_t count() const noexcept { return count_; }
+  [[nodiscard]] bool at_end() const noexcept { return reader_.at_end(); }
+
+ private:
+  struct Chunks {
+    std::span<const std::byte> header;
+    std::uint64_t header_offset;
+    std::span<const std::byte> data;
+    std::uint64_t data_offset;
+    ChunkReader after;  // the reader past both chunks
+  };
+  [[nodiscard]] std::optional<Chunks> next_chunks();
+
+  ChunkReader reader_;
+  std::shared_ptr<const void> owner_;
+  DecodeLimits limits_;
+  std::size_t count_ = 0;
+};
+
 // Decodes one list from a single buffer (or every tensor of a stream of lists
 // back to back, as the reference's load() does): tensors are views into
 // bytes, each holding owner (which must keep bytes alive; null if the caller
-// does). Throws FormatError, also for an odd number of chunks.
+// does). Throws FormatError, also for an odd number of chunks or more than
+// limits.max_tensors tensors.
 [[nodiscard]] TensorList decode_buffer(std::span<const std::byte> bytes, std::shared_ptr<const void> owner = nullptr,
                                        const DecodeLimits& limits = {});
 
