@@ -4,10 +4,12 @@
 loopback, for three receivers in the same run, taking turns:
 
   tensorcom     this package: tensorcom.zcom.Connection(url).recv()
-  ref-path      the reference Connection's receive path re-created: a pyzmq
-                socket as it sets it up (LINGER 0), socket.recv_multipart()
-                (pyzmq's default copy=True, as the reference calls it) and
-                np.frombuffer per frame (tests/python/tenbin_ref.py)
+  ref-path      the reference Connection's receive path re-created step for
+                step: a pyzmq socket as it sets one up (LINGER 0, no other
+                option), socket.recv_multipart() (pyzmq's default copy=True,
+                as the reference calls it), each header read with
+                np.frombuffer(h, "i8") and each array np.frombuffer(data,
+                dtype, count).reshape(shape), no copy
   reference     NVlabs' tensorcom itself, zcom.Connection().connect(url).recv(),
                 only with --reference DIR (a checkout whose tensorcom/ package
                 imports: it needs pyzmq, torch and braceexpand)
@@ -28,7 +30,6 @@ import tempfile
 
 BATCH, SIZE = 256, 224
 MESSAGE_BYTES = BATCH * SIZE * SIZE * 3 + BATCH * 4
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 # One receiver, in a fresh interpreter: prints GB/s over `count` batches after 5 untimed.
 RECEIVER = r"""
@@ -45,15 +46,20 @@ elif mode == "reference":
     c.connect(url)
     recv = c.recv
 else:
-    import zmq
-    sys.path.insert(0, sys.argv[4])
-    import tenbin_ref
+    import numpy as np, zmq
     kind, address = url.split("://", 1)
     socket = zmq.Context().socket(zmq.PULL)
     socket.setsockopt(zmq.LINGER, 0)
     socket.connect(("ipc://" if kind.endswith("+ipc") else "tcp://") + address)
     def recv():
-        return tenbin_ref.decode_frames(socket.recv_multipart())
+        frames = socket.recv_multipart()
+        arrays = []
+        for header, data in zip(frames[::2], frames[1::2]):
+            words = np.frombuffer(header, dtype="i8")
+            dtype = np.dtype(int(words[0]).to_bytes(8, "little").strip(b"\0").decode())
+            shape = tuple(int(d) for d in words[3:3 + int(words[2])])
+            arrays.append(np.frombuffer(data, dtype=dtype, count=int(np.prod(shape))).reshape(shape))
+        return arrays
 for _ in range(5):
     recv()
 start = time.perf_counter()
@@ -76,8 +82,7 @@ def serve(build, ten, url):
 
 
 def receive(mode, url, count, reference):
-    extra = reference if mode == "reference" else os.path.join(HERE, "..", "python")
-    out = subprocess.run([sys.executable, "-c", RECEIVER, mode, url, str(count), extra], check=True,
+    out = subprocess.run([sys.executable, "-c", RECEIVER, mode, url, str(count), reference or ""], check=True,
                          capture_output=True, text=True, timeout=600)
     return float(out.stdout)
 
