@@ -171,8 +171,10 @@ std::uint64_t byte_count(py::handle x) {
   return value.cast<std::uint64_t>();
 }
 
-double span_seconds(const Statistics& s) {
-  return std::chrono::duration<double>(s.last() - s.started()).count();
+// count over the seconds from the start to the last batch; 0 before one.
+double per_second_since_start(const Statistics& s, std::uint64_t count) {
+  const double span = std::chrono::duration<double>(s.last() - s.started()).count();
+  return s.batches() == 0 || span <= 0 ? 0.0 : static_cast<double>(count) / span;
 }
 
 // The reference's rates: over the time since the start (construction or
@@ -202,18 +204,10 @@ void bind_reference_statistics(py::class_<Statistics>& c) {
       .def(
           "reset", [](Statistics& s) { s.reset(); }, "forgets everything; the start becomes now")
       .def(
-          "rate",
-          [](const Statistics& s) {
-            const double span = span_seconds(s);
-            return s.batches() == 0 || span <= 0 ? 0.0 : static_cast<double>(s.batches()) / span;
-          },
+          "rate", [](const Statistics& s) { return per_second_since_start(s, s.batches()); },
           "batches per second since the start")
       .def(
-          "throughput",
-          [](const Statistics& s) {
-            const double span = span_seconds(s);
-            return s.batches() == 0 || span <= 0 ? 0.0 : static_cast<double>(s.bytes()) / span;
-          },
+          "throughput", [](const Statistics& s) { return per_second_since_start(s, s.bytes()); },
           "bytes per second since the start")
       .def("recent_rate", &Statistics::recent_batches_per_second, "batches per second over the recent horizon")
       .def("recent_throughput", &Statistics::recent_bytes_per_second, "bytes per second over the recent horizon");

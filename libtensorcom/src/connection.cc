@@ -111,12 +111,16 @@ class Connection::Impl {
     }
   }
 
-  // Receivers have nothing to deliver; senders that never saw a peer could
-  // deliver nothing: both close at once (see connection.h).
+  // Receivers have nothing to deliver; senders that sent nothing, or never
+  // saw a peer (a connect in progress gets kPeerGrace to complete), could
+  // deliver nothing: they close at once (see connection.h).
   void close() {
     if (closed_) return;
     closed_ = true;
-    const std::uint64_t peers = monitor_ ? monitor_->stop() : 0;
+    if (monitor_ && !receives() && stats_.batches() > 0) {
+      (void)monitor_->wait_for_connection(std::min(options_.linger, kPeerGrace));
+    }
+    const std::uint64_t peers = stats_.batches() == 0 || !monitor_ ? 0 : monitor_->stop();
     monitor_.reset();  // its socket must close before the context can
     try {
       if (receives() || peers == 0) socket_.set(zmq::sockopt::linger, 0);
@@ -382,6 +386,10 @@ class Connection::Impl {
   // Receivers that keep message memory mapped (reuse_receive_memory) give
   // it back when idle, after dropping an oversized message, and at close.
   static constexpr Milliseconds kIdleBeforeRelease{1000};
+  // How long close() waits for a first peer before dropping queued batches:
+  // a connect to a live peer, even reconnecting after a refusal, completes
+  // well within it.
+  static constexpr Milliseconds kPeerGrace{250};
   bool keeps_memory_ = false;
   bool released_since_last_message_ = false;
   zmq::context_t context_;

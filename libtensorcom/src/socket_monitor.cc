@@ -43,6 +43,15 @@ SocketMonitor::SocketMonitor(zmq::socket_t& socket, int ipc_buffer_bytes) : moni
 
 SocketMonitor::~SocketMonitor() { (void)stop(); }
 
+bool SocketMonitor::wait_for_connection(std::chrono::milliseconds wait) const {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  // The watcher counts; polling its count keeps this free of locks.
+  while (monitor_.connections.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return monitor_.connections.load() > 0;
+}
+
 std::uint64_t SocketMonitor::stop() {
   if (thread_.joinable()) {
     stop_ = true;

@@ -1,9 +1,10 @@
 // Internal: watches a socket's connections through ZeroMQ's monitor, for two
 // reasons.
 //
-// Peers: close() lets queued batches linger only when some peer ever
-// connected; with none, nothing could be delivered, and waiting the linger
-// just delays the exit of a program that never found its server.
+// Peers: close() lets queued batches linger only when some peer connected
+// (or connects within a short grace, as a connect still in progress does);
+// with none, nothing could be delivered, and waiting the linger just delays
+// the exit of a program that never found its server.
 //
 // ipc buffers: ZeroMQ applies ZMQ_SNDBUF and ZMQ_RCVBUF to tcp connections
 // only; ipc (Unix-domain) connections keep the kernel's default of about
@@ -15,6 +16,7 @@
 #include <zmq.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <thread>
 
@@ -29,6 +31,9 @@ class SocketMonitor {
   ~SocketMonitor();
   SocketMonitor(const SocketMonitor&) = delete;
   SocketMonitor& operator=(const SocketMonitor&) = delete;
+
+  // Waits at most `wait` for a first connection. Returns: whether one was made.
+  bool wait_for_connection(std::chrono::milliseconds wait) const;
 
   // Stops watching and reads the events still queued. Returns: connections
   // made or accepted since watching started. Idempotent.

@@ -28,8 +28,8 @@ import subprocess
 import sys
 import tempfile
 
-BATCH, SIZE = 256, 224
-MESSAGE_BYTES = BATCH * SIZE * SIZE * 3 + BATCH * 4
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from transport_throughput import BATCH, MESSAGE_BYTES, SIZE, serve  # noqa: E402 (the same batches and server)
 
 # One receiver, in a fresh interpreter: prints GB/s over `count` batches after 5 untimed.
 RECEIVER = r"""
@@ -68,17 +68,6 @@ for _ in range(count):
     nbytes += sum(a.nbytes for a in recv())
 print(nbytes / (time.perf_counter() - start) / 1e9)
 """
-
-
-def serve(build, ten, url):
-    """Starts serve-ten on url; returns (process, bound address)."""
-    proc = subprocess.Popen([f"{build}/servers/serve-ten", "-i", ten, "--epochs", "0", "--hwm", "4", url],
-                            stdout=subprocess.PIPE, text=True)
-    first = proc.stdout.readline()
-    if "[bound " not in first:
-        proc.kill()
-        sys.exit(f"serve-ten did not start: {first!r}")
-    return proc, first.split("[bound ")[1].split("]")[0]
 
 
 def receive(mode, url, count, reference):

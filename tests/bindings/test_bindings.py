@@ -17,11 +17,9 @@ import io
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -54,14 +52,6 @@ def sample_arrays(rng):
 
 def same(a, b):
     return ref.same_list(list(a), list(b))
-
-
-@pytest.fixture
-def ipc_dir():
-    # Short, private: ipc paths must fit in sun_path.
-    d = tempfile.mkdtemp(prefix="tcb-", dir="/tmp")
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @contextmanager

@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -28,13 +27,6 @@ zmq = pytest.importorskip("zmq")
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD_DIR = os.environ.get("TENSORCOM_BUILD_DIR", "")
 TIMEOUT_S = 10
-
-
-@pytest.fixture
-def ipc_dir():
-    d = tempfile.mkdtemp(prefix="tcr-", dir="/tmp")
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def bound_port(connection):

@@ -6,10 +6,8 @@ torch_cuda). Environment as test_bindings.py.
 
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from contextlib import contextmanager
 
 import numpy as np
@@ -26,13 +24,6 @@ BUILD_DIR = os.environ.get("TENSORCOM_BUILD_DIR", "")
 SERVE_TEN = os.path.join(BUILD_DIR, "servers", "serve-ten")
 TENBIN = os.path.join(BUILD_DIR, "tools", "tenbin")
 TIMEOUT_S = 10
-
-
-@pytest.fixture
-def ipc_dir():
-    d = tempfile.mkdtemp(prefix="tct-", dir="/tmp")
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def batch(i=0):

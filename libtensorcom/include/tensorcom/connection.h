@@ -139,9 +139,10 @@ class Connection {
   void connect(std::span<const std::string> urls);
 
   // Closes the socket. Queued outgoing batches get up to options().linger
-  // to leave, but only if some peer ever connected: a connection that
-  // never had one (a server never found, a program interrupted before
-  // anything happened), and every receiving one, closes at once. Afterwards
+  // to leave, but only if some peer connected (a connect in progress gets
+  // a quarter second to complete): a sender that never had one (a server
+  // never found, a program interrupted before anything happened) or sent
+  // nothing, and every receiver, closes at once. Afterwards
   // send() and recv() throw TransportError; stats(), options(), endpoints()
   // stay readable. Idempotent; the destructor closes.
   void close();
