@@ -425,3 +425,79 @@ TEST_CASE("a receiver gives back the memory it keeps between messages") {
     CHECK(resident_bytes() - before < 100 * kMiB);
   }
 }
+
+TEST_CASE("closing, more URLs and framing per send") {
+  TempDir dir;
+  ConnectionOptions receive_options;
+  receive_options.timeout = 5000ms;
+  const auto elapsed = [](auto start) { return std::chrono::steady_clock::now() - start; };
+
+  SUBCASE("a sender that never had a peer closes at once, despite its linger") {
+    Connection push({"zpush://127.0.0.1:9"});  // nothing listens: never connects
+    push.send(make_batch(1));
+    const auto start = std::chrono::steady_clock::now();
+    push.close();
+    CHECK(elapsed(start) < 500ms);  // the linger is 2 s
+    CHECK(push.closed());
+    CHECK(push.stats().batches() == 1);  // still readable
+    CHECK_THROWS_AS(push.send(make_batch(2)), TransportError);
+    push.close();  // idempotent
+  }
+  SUBCASE("a subscriber that never found its publisher closes at once") {
+    Connection sub({"zsub://127.0.0.1:9"});
+    CHECK_FALSE(sub.recv(50ms).has_value());
+    CHECK(sub.stats().blocked_seconds() >= 0.04);
+    const auto start = std::chrono::steady_clock::now();
+    sub.close();
+    CHECK(elapsed(start) < 500ms);
+    CHECK_THROWS_AS((void)sub.recv(10ms), TransportError);
+  }
+  SUBCASE("batches queued to a peer still get their linger") {
+    ConnectionOptions small = receive_options;
+    small.receive_high_water_mark = 1;
+    Connection pull({ipc_url("zpull", dir, "l")}, small);
+    Connection push({ipc_url("zpush", dir, "l")});
+    push.send(make_batch(0));
+    REQUIRE(pull.recv(5000ms).has_value());
+    const Tensor big = Tensor::zeros(DType::kUInt8, {16 << 20});
+    for (int i = 0; i < 4; ++i) push.send(TensorList{big, Tensor::zeros(DType::kInt32, {1})});
+    std::thread closer([&] { push.close(); });
+    std::this_thread::sleep_for(200ms);  // nothing read yet: the batches wait in queues
+    int received = 0;
+    while (received < 4 && pull.recv(5000ms)) ++received;
+    closer.join();
+    CHECK(received == 4);
+  }
+  SUBCASE("connect() adds URLs of the same kind to the socket") {
+    Connection pull({ipc_url("zpull", dir, "c1")}, receive_options);
+    const std::vector<std::string> more{ipc_url("zpull", dir, "c{2..3}")};
+    pull.connect(more);
+    CHECK(pull.endpoints().size() == 3);
+    Connection push({ipc_url("zpush", dir, "c3")});
+    push.send(make_batch(7));
+    auto batch = pull.recv(5000ms);
+    REQUIRE(batch.has_value());
+    CHECK(id_of(*batch) == 7);
+    const std::vector<std::string> other{"zpush://127.0.0.1:1"};
+    CHECK_THROWS_AS(pull.connect(other), UrlError);
+  }
+  SUBCASE("send() may pick the framing of each batch") {
+    Connection pull({"zpull://127.0.0.1:0"}, receive_options);
+    zmq::context_t context;
+    zmq::socket_t peer(context, zmq::socket_type::pull);
+    peer.set(zmq::sockopt::linger, 0);
+    peer.set(zmq::sockopt::rcvtimeo, 5000);
+    peer.bind("tcp://127.0.0.1:*");
+    Connection push({"zpush://" + host_port(peer.get(zmq::sockopt::last_endpoint))});
+    for (Framing framing : {Framing::kSingleBuffer, Framing::kMultipart}) {
+      push.send(make_batch(1), framing);
+      std::vector<zmq::message_t> frames;
+      zmq::message_t frame;
+      do {
+        REQUIRE(peer.recv(frame));
+        frames.push_back(std::move(frame));
+      } while (frames.back().more());
+      CHECK(frames.size() == (framing == Framing::kSingleBuffer ? 1u : 4u));
+    }
+  }
+}

@@ -27,7 +27,24 @@ TEST_CASE("statistics") {
   }
   SUBCASE("reset") {
     stats.add(1, 1, t0);
-    stats.reset();
+    stats.add_blocked(2s);
+    stats.reset(t0 + 5s);
     CHECK(stats.batches() == 0);
+    CHECK(stats.blocked_seconds() == 0);
+    CHECK(stats.started() == t0 + 5s);
+    CHECK(stats.last() == t0 + 5s);  // the start while there is no batch
+  }
+  SUBCASE("the start, the last batch, time blocked and the recent entries") {
+    Statistics s(2, t0);
+    s.add(1, 10, t0 + 1s);
+    s.add(1, 20, t0 + 2s);
+    s.add(1, 30, t0 + 3s);
+    s.add_blocked(1500ms);
+    CHECK(s.started() == t0);
+    CHECK(s.last() == t0 + 3s);
+    CHECK(s.blocked_seconds() == doctest::Approx(1.5));
+    CHECK(s.horizon() == 2);
+    REQUIRE(s.recent().size() == 2);
+    CHECK(s.recent().front().bytes == 20);
   }
 }

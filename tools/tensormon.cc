@@ -76,11 +76,12 @@ class RateWindow {
   std::uint64_t bytes_ = 0;
 };
 
-// The reference's line, with MB/s added before the batch size.
+// The reference's line exactly, so that scripts parsing it keep working;
+// what it lacks (MB/s) comes after it.
 std::string report_line(std::uint64_t index, const Rates& r, std::uint64_t batch_size) {
   char line[200];
-  std::snprintf(line, sizeof line, "%20" PRIu64 " %8.3f batches/s %8.3f samples/s %8.3f MB/s (batchsize: %" PRIu64 ")",
-                index, r.batches_per_s, r.samples_per_s, r.mb_per_s, batch_size);
+  std::snprintf(line, sizeof line, "%20" PRIu64 " %8.3f batches/s %8.3f samples/s (batchsize: %" PRIu64 ") %8.3f MB/s",
+                index, r.batches_per_s, r.samples_per_s, batch_size, r.mb_per_s);
   return line;
 }
 

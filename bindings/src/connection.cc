@@ -38,20 +38,26 @@ std::optional<Milliseconds> to_timeout(std::optional<double> seconds) {
 class PyConnection {
  public:
   PyConnection(const std::vector<std::string>& urls, ConnectionOptions options)
-      : connection_(std::in_place, urls, std::move(options)) {}
+      : connection_(urls, std::move(options)) {}
   PyConnection(const PyConnection&) = delete;
   PyConnection& operator=(const PyConnection&) = delete;
   ~PyConnection() { close(); }
 
-  // Closing waits up to the linger time for queued batches to leave, and
-  // ZeroMQ's I/O thread may need the GIL to release sent arrays meanwhile.
+  // Closing may wait up to the linger time for queued batches to leave (see
+  // Connection::close), and ZeroMQ's I/O thread may need the GIL to release
+  // sent arrays meanwhile. The statistics stay readable.
   void close() {
     py::gil_scoped_release release;
     std::lock_guard lock(mutex_);
-    connection_.reset();
+    connection_.close();
   }
 
-  [[nodiscard]] bool closed() const noexcept { return !connection_; }
+  [[nodiscard]] bool closed() const noexcept { return connection_.closed(); }
+
+  void connect(const std::vector<std::string>& urls) {
+    std::lock_guard lock(mutex_);
+    connection_.connect(urls);
+  }
 
   // Nothing if no batch came within timeout (none: wait forever).
   std::optional<TensorList> recv(std::optional<Milliseconds> timeout) {
@@ -81,11 +87,15 @@ class PyConnection {
     return std::move(*batch);
   }
 
-  void send(const TensorList& batch) {
+  void send(const TensorList& batch, std::optional<bool> multipart) {
     try {
       py::gil_scoped_release release;
       std::lock_guard lock(mutex_);
-      get().send(batch);
+      if (multipart) {
+        get().send(batch, *multipart ? Framing::kMultipart : Framing::kSingleBuffer);
+      } else {
+        get().send(batch);
+      }
       return;
     } catch (const TransportError& e) {
       if (e.code() != EINTR) throw;
@@ -95,14 +105,12 @@ class PyConnection {
     }
   }
 
-  [[nodiscard]] Connection& get() {
-    if (!connection_) throw TransportError("the connection is closed");
-    return *connection_;
-  }
+  // Send and receive throw TransportError once the connection is closed.
+  [[nodiscard]] Connection& get() { return connection_; }
 
  private:
   std::mutex mutex_;
-  std::optional<Connection> connection_;
+  Connection connection_;
 };
 
 py::tuple batch_tuple(const TensorList& batch) { return py::make_tuple(to_arrays(batch), infos_of(batch)); }
@@ -138,23 +146,105 @@ std::unique_ptr<PyConnection> make_connection(const std::vector<std::string>& ur
   return std::make_unique<PyConnection>(urls, std::move(options));
 }
 
+// A steady-clock time as time.time() reads it, as the reference's times are.
+double wall_seconds(Statistics::Clock::time_point t) {
+  const auto age = Statistics::Clock::now() - t;
+  const auto wall = std::chrono::system_clock::now() - std::chrono::duration_cast<std::chrono::system_clock::duration>(age);
+  return std::chrono::duration<double>(wall.time_since_epoch()).count();
+}
+
+// The reference's add(x) takes a count of bytes; a float is taken if whole.
+std::uint64_t byte_count(py::handle x) {
+  if (PyFloat_Check(x.ptr())) {
+    const double value = PyFloat_AS_DOUBLE(x.ptr());
+    if (!(value >= 0 && value <= 9.0e18 && std::floor(value) == value)) {
+      throw ArgumentError("Statistics.add takes a whole number of bytes >= 0, not " + std::string(py::repr(x)));
+    }
+    return static_cast<std::uint64_t>(value);
+  }
+  PyObject* index = PyNumber_Index(x.ptr());
+  if (index == nullptr) throw py::error_already_set();
+  const auto value = py::reinterpret_steal<py::int_>(index);
+  if (PyObject_RichCompareBool(value.ptr(), py::int_(0).ptr(), Py_LT) == 1) {
+    throw ArgumentError("Statistics.add takes bytes >= 0, not " + std::string(py::repr(x)));
+  }
+  return value.cast<std::uint64_t>();
+}
+
+// count over the seconds from the start to the last batch; 0 before one.
+double per_second_since_start(const Statistics& s, std::uint64_t count) {
+  const double span = std::chrono::duration<double>(s.last() - s.started()).count();
+  return s.batches() == 0 || span <= 0 ? 0.0 : static_cast<double>(count) / span;
+}
+
+// The reference's rates: over the time since the start (construction or
+// reset), 0 before the first batch; the recent ones count n-1 intervals
+// between n batches (the reference divides n by them).
+void bind_reference_statistics(py::class_<Statistics>& c) {
+  c.def_property_readonly("horizon", &Statistics::horizon)
+      .def_property_readonly("count", &Statistics::batches, "batches (the reference: values added)")
+      .def_property_readonly("total", &Statistics::bytes, "bytes (the reference: sum of the values added)")
+      .def_property_readonly("start", [](const Statistics& s) { return wall_seconds(s.started()); },
+                             "time.time() at construction or reset")
+      .def_property_readonly("last", [](const Statistics& s) { return wall_seconds(s.last()); },
+                             "time.time() of the last batch (the start before any)")
+      .def_property_readonly("recent",
+                             [](const Statistics& s) {
+                               py::list out;
+                               for (const Statistics::Entry& e : s.recent()) {
+                                 out.append(py::make_tuple(wall_seconds(e.time), e.bytes));
+                               }
+                               return out;
+                             },
+                             "[(time, bytes), ...] of the recent horizon, oldest first")
+      .def(
+          "add",
+          [](Statistics& s, py::handle x, std::uint64_t samples) { s.add(samples, byte_count(x)); },
+          py::arg("x"), py::arg("samples") = 0, "records one batch of x bytes (and samples samples), now")
+      .def(
+          "reset", [](Statistics& s) { s.reset(); }, "forgets everything; the start becomes now")
+      .def(
+          "rate", [](const Statistics& s) { return per_second_since_start(s, s.batches()); },
+          "batches per second since the start")
+      .def(
+          "throughput", [](const Statistics& s) { return per_second_since_start(s, s.bytes()); },
+          "bytes per second since the start")
+      .def("recent_rate", &Statistics::recent_batches_per_second, "batches per second over the recent horizon")
+      .def("recent_throughput", &Statistics::recent_bytes_per_second, "bytes per second over the recent horizon");
+}
+
 void bind_statistics(py::module_& m) {
-  py::class_<Statistics>(m, "Statistics", "Running statistics of a connection's batches.")
+  py::class_<Statistics> c(m, "Statistics",
+                           "Running statistics of a connection's batches (the reference's Statistics(horizon=1000)).");
+  c.def(py::init([](std::size_t horizon) { return Statistics(horizon); }), py::arg("horizon") = 1000)
       .def_property_readonly("batches", &Statistics::batches)
       .def_property_readonly("samples", &Statistics::samples)
       .def_property_readonly("bytes", &Statistics::bytes)
       .def_property_readonly("seconds", &Statistics::seconds, "from the first batch to the last")
+      .def_property_readonly("blocked_seconds", &Statistics::blocked_seconds,
+                             "time recv() spent waiting for batches since the start")
       .def_property_readonly("recent_batches_per_second", &Statistics::recent_batches_per_second)
       .def_property_readonly("recent_samples_per_second", &Statistics::recent_samples_per_second)
       .def_property_readonly("recent_bytes_per_second", &Statistics::recent_bytes_per_second)
       .def("summary", &Statistics::summary, "the reference's 'rate ... msg/s throughput ... bytes/s' line")
       .def("__repr__", [](const Statistics& s) { return "<tensorcom.Statistics " + s.summary() + ">"; });
+  bind_reference_statistics(c);
+}
+
+py::list endpoint_kinds(const std::vector<std::string>& urls, bool expand_braces) {
+  py::list out;
+  for (const Endpoint& e : parse_urls(urls, expand_braces)) {
+    out.append(py::make_tuple(std::string(socket_kind_name(e.kind)), e.bind, e.url));
+  }
+  return out;
 }
 
 }  // namespace
 
 void bind_connection(py::module_& m) {
   bind_statistics(m);
+  m.def("endpoint_kinds", &endpoint_kinds, py::arg("urls"), py::arg("expand_braces") = true,
+        "[(\"PUSH\"|\"PULL\"|\"PUB\"|\"SUB\", binds, url), ...] of URLs as a Connection parses them");
   py::class_<PyConnection>(m, "_Connection", "The C++ Connection; tensorcom.Connection wraps it.")
       .def(py::init(&make_connection), py::arg("urls"), py::kw_only(), py::arg("multipart") = true,
            py::arg("timeout") = py::none(), py::arg("epoch") = 100000, py::arg("total") = -1,
@@ -175,8 +265,13 @@ void bind_connection(py::module_& m) {
           "next", [](PyConnection& self) { return batch_tuple(self.next()); },
           "(arrays, infos) of the next batch; TimeoutError after the connection's timeout")
       .def(
-          "send", [](PyConnection& self, py::handle arrays, py::handle infos) { self.send(to_tensors(arrays, infos)); },
-          py::arg("arrays"), py::arg("infos") = py::none(), "sends a list of arrays without copying them")
+          "send",
+          [](PyConnection& self, py::handle arrays, py::handle infos, std::optional<bool> multipart) {
+            self.send(to_tensors(arrays, infos), multipart);
+          },
+          py::arg("arrays"), py::arg("infos") = py::none(), py::arg("multipart") = py::none(),
+          "sends a list of arrays without copying them (multipart: None keeps the connection's framing)")
+      .def("connect", &PyConnection::connect, py::arg("urls"), "binds or connects more URLs on the same socket")
       .def("close", &PyConnection::close)
       .def_property_readonly("closed", &PyConnection::closed)
       .def_property_readonly("urls",
@@ -187,7 +282,11 @@ void bind_connection(py::module_& m) {
                              })
       .def_property_readonly("bound_addresses", [](PyConnection& self) { return self.get().bound_addresses(); })
       .def("describe", [](PyConnection& self) { return self.get().describe(); })
-      .def_property_readonly("stats", [](PyConnection& self) { return self.get().stats(); })
+      // The live statistics (reset() resets the connection's), kept alive
+      // with the connection, and readable after close.
+      .def_property_readonly(
+          "stats", [](PyConnection& self) -> Statistics& { return self.get().stats(); },
+          py::return_value_policy::reference_internal)
       .def_property_readonly("malformed", [](PyConnection& self) { return self.get().malformed().by_name(); })
       .def_property_readonly("refused_peers", [](PyConnection& self) { return self.get().refused_peers(); })
       .def_property_readonly("subscribers", [](PyConnection& self) { return self.get().subscribers(); })

@@ -75,6 +75,24 @@ py::bytes encode_header(py::handle array, const std::string& info) {
   return py::bytes(out);
 }
 
+// The reference's decode_header: (shape, dtype, info) of a header payload.
+py::tuple decode_header(py::handle header) {
+  HeldBytes held = hold_bytes(header);
+  const TensorHeader h = tensorcom::decode_header(held.frame.bytes);
+  py::tuple shape(h.shape.size());
+  for (std::size_t i = 0; i < h.shape.size(); ++i) shape[i] = py::int_(h.shape[i]);
+  return py::make_tuple(shape, py::dtype(std::string(dtype_name(h.dtype))), h.info);
+}
+
+// [(offset, size), ...] of the payloads of a single buffer's chunks.
+py::list chunk_spans(py::handle buffer) {
+  HeldBytes held = hold_bytes(buffer);
+  ChunkReader reader(held.frame.bytes);
+  py::list out;
+  while (auto payload = reader.next()) out.append(py::make_tuple(reader.payload_offset(), payload->size()));
+  return out;
+}
+
 py::tuple read_ten(const std::string& path) {
   TensorList tensors;
   {
@@ -118,6 +136,10 @@ void bind_tenbin(py::module_& m) {
   m.def(
       "wire_array", [](py::handle array) { return wire_array(array); }, py::arg("array"),
       "The array as it goes on the wire: C-contiguous, little-endian; itself when it already is.");
+  m.def("decode_header", &decode_header, py::arg("header"),
+        "(shape, dtype, info) of one header payload; FormatError if it is malformed.");
+  m.def("chunk_spans", &chunk_spans, py::arg("buffer"),
+        "[(offset, size), ...] of the chunk payloads of a single buffer; FormatError if it is malformed.");
   m.def("read_ten", &read_ten, py::arg("path"),
         "(arrays, infos): every tensor of a .ten file, viewing a private mapping of it.");
   m.def("read_ten_lists", &read_ten_lists, py::arg("path"), py::arg("tensors_per_list") = kInferListLength,

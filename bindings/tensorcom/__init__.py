@@ -9,6 +9,8 @@ the API of NVlabs' Python tensorcom:
 
 Received arrays are zero-copy views of the received message, which lives as
 long as any of them. tensorcom.tenbin encodes and decodes the format;
+tensorcom.zcom is the reference's module of that name (`from tensorcom import
+zcom, tenbin` code runs unchanged, see docs/python.md);
 tensorcom.TensorcomDataset (needs torch) is a torch IterableDataset.
 """
 
@@ -23,12 +25,13 @@ from ._tensorcom import (  # noqa: F401
     UnavailableError,
     UrlError,
 )
-from . import tenbin  # noqa: F401
+from . import tenbin, zcom  # noqa: F401
 from .connection import Connection  # noqa: F401
-from .converters import converter_table, listify, transform_with  # noqa: F401
+from .converters import converter_table, listify, tonumpy, totorch, transform_with  # noqa: F401
 
 __all__ = [
-    "Connection", "TensorcomDataset", "tenbin", "converter_table", "transform_with", "listify",
+    "Connection", "TensorcomDataset", "tenbin", "zcom", "converter_table", "tonumpy", "totorch", "transform_with",
+    "listify",
     "Error", "FormatError", "ArgumentError", "IoError", "UrlError", "TransportError", "TimeoutError",
     "UnavailableError", "Statistics",
 ]

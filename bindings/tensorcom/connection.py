@@ -1,81 +1,161 @@
 """Connection: sends and receives batches (lists of arrays) on tensorcom URLs.
 
-As the reference's tensorcom.Connection, over the C++ Connection: URLs are
-brace-expanded and share one socket, received arrays are zero-copy views of
-the message, sent arrays are handed to ZeroMQ without copying (it holds them
-until written). One thread at a time per Connection.
+The reference's tensorcom.Connection (zcom.Connection), over the C++
+Connection: URLs are brace-expanded and share one socket, received arrays
+are zero-copy views of the message, sent arrays are handed to ZeroMQ without
+copying (it holds them until written). One thread at a time per Connection.
+docs/python.md lists where it differs from the reference.
 """
 
+from urllib.parse import urlparse
+
 from . import _tensorcom
-from ._tensorcom import ArgumentError, TransportError
+from ._tensorcom import ArgumentError, Statistics, TimeoutError, UnavailableError
 from .converters import device_converter, listify, make_converters, transform_with
-from .tenbin import as_list
+from .tenbin import as_list, check_acceptable_input_type, decode_buffer, decode_list, encode_buffer, encode_list
 
 _WAIT = object()  # recv(): wait as iteration does
-_64BIT = ("float64", "int64", "uint64")
-
-
-def refuse_64bit(arrays):
-    for i, a in enumerate(arrays):
-        name = str(getattr(a, "dtype", "")).removeprefix("torch.")  # numpy or torch
-        if name in _64BIT:
-            raise ValueError(f"array {i} is {name}: 64-bit arrays are sent only with allow64=True "
-                             "(on the Connection or the send)")
+_NOBLOCK = 1      # zmq.NOBLOCK (zmq.DONTWAIT)
 
 
 def _path_or_none(path):
     return None if path is None else str(path)
 
 
+def _first_dim(batch):
+    """The batch size of a batch: the first dimension of its first array (1 for a scalar)."""
+    if len(batch) == 0:
+        return 0
+    shape = getattr(batch[0], "shape", None)
+    return int(shape[0]) if shape else 1
+
+
+def _would_block():
+    """zmq.Again where pyzmq is installed (what pyzmq code catches), else TimeoutError."""
+    try:
+        import zmq
+    except ImportError:
+        return TimeoutError("no message (NOBLOCK)")
+    return zmq.Again()
+
+
+class ConnectionSocket:
+    """A Connection's `socket`: the message calls pyzmq code makes on the
+    reference's socket (send, recv, send_multipart, recv_multipart, close),
+    done by the C++ connection. Messages are tenbin batches: frames sent are
+    decoded and sent as arrays; frames received are the batch re-framed
+    (headers and zero-copy views of the data). Socket options are the
+    Connection's arguments; setsockopt/getsockopt refuse."""
+
+    def __init__(self, connection):
+        self._connection = connection
+
+    # The fast path of tensorcom.tenbin's z* functions.
+    def _tensorcom_send(self, arrays, infos, multipart):
+        self._connection.send(arrays, infos=infos, multipart=multipart)
+
+    def _tensorcom_recv(self, flags=0):
+        got = self._connection._receive(0 if flags & _NOBLOCK else _WAIT)
+        if got is None:
+            raise _would_block()
+        return got
+
+    def send_multipart(self, frames, flags=0, copy=True, track=False, **kwargs):
+        self._connection.send(decode_list(frames), multipart=True, allow64=True)
+
+    def send(self, data, flags=0, copy=True, track=False, **kwargs):
+        self._connection.send(decode_buffer(data), multipart=False, allow64=True)
+
+    def recv_multipart(self, flags=0, copy=True, track=False):
+        arrays, infos = self._tensorcom_recv(flags)
+        return encode_list(arrays, infos)
+
+    def recv(self, flags=0, copy=True, track=False):
+        arrays, infos = self._tensorcom_recv(flags)
+        return bytes(encode_buffer(arrays, infos))
+
+    def close(self, linger=None):
+        self._connection.close()
+
+    @property
+    def closed(self):
+        return self._connection.socket is not self
+
+    def setsockopt(self, option, value):
+        raise UnavailableError(f"socket option {option}: give it as a Connection argument (timeout, linger, "
+                               "send_hwm, recv_hwm, topic, ...): see docs/python.md")
+
+    def getsockopt(self, option):
+        raise UnavailableError(f"socket option {option}: read it from the Connection (timeout, total, ...)")
+
+    set = setsockopt
+    get = getsockopt
+
+
 class Connection:
     """A connection on one or more tensorcom URLs (`zsub://host:port`, ...).
 
+    The reference's arguments, in its order:
+    url          a URL or a list of them (braces expanded unless noexpand);
+                 None: call connect() later (as often as needed)
     epoch        what len() reports (batches per epoch), for frameworks
-    total        iteration stops after this many batches (-1: never)
-    multipart    send two frames a tensor (the reference's default), else one buffer
+    total        iteration stops when count reaches it (-1: never)
+    multipart    send two frames a tensor (the reference's default), else one
+                 buffer; read at every send, so it may be changed
     infos        info strings sent with the tensors (one per array)
+    device       received arrays as torch tensors on this device ("cpu",
+                 "cuda", "cuda:1"), a shorthand for converters=totorch(device=...);
+                 None (default) leaves them NumPy arrays
+    allow64      let send() take float64, int64 and uint64 arrays
+    raw          recv() and iteration return each message's frames undecoded
+                 ([header, data, ...]; tenbin.decode_list decodes them)
     batch_transforms, converters
                  callables (or names: "torch", "torch_cuda", "numpy") applied to
                  each received array, round-robin over the batch, in that order
+    batch_count  batchsize() counts samples (the first dimension), else 1
     report       iteration prints "count N rate ..." every report samples (<= 0: never)
+    stats_horizon batches the recent rates of stats cover
+    noexpand     take each URL literally, without brace expansion
+    Keyword-only, the project's own:
     timeout      seconds iteration waits before tensorcom.TimeoutError (None: forever)
     topic        SUB subscription (default: the URL's #fragment)
-    noexpand     take each URL literally, without brace expansion
-    allow64      let send() take float64, int64 and uint64 arrays (refused by
-                 default, as the reference intends: trainers rarely want them)
-    device       received arrays as torch tensors on this device ("cpu",
-                 "cuda", "cuda:1"), a shorthand for converters="torch" or a
-                 CUDA converter; None (default) leaves them NumPy arrays
-    raw          the reference's flag for undecoded messages (which it never
-                 honoured); only False is accepted
     send_hwm, recv_hwm, heartbeat, heartbeat_timeout, reconnect, reconnect_max,
-    linger, max_message_size, stats_horizon
+    linger, max_message_size
                  as ConnectionOptions in connection.h (durations in seconds)
     curve_secret, curve_server, curve_allow
-                 CURVE security (docs/security.md): this side's secret
-                 certificate (NAME_secret from `tenbin keygen NAME`); the
-                 server's public certificate, which makes this side a client;
-                 a CURVE server's folder of allowed clients' public certificates
+                 CURVE security (docs/security.md)
+
+    Attributes as the reference's: socket (None until connected and after
+    close), stats, count (batches sent or received), batch_size (of the last
+    batch received), multipart, raw, infos, allow64, device, epoch, total,
+    batch_transforms, batch_count, converters, report, sampler and
+    batch_sampler (None, for DataLoader), addr (urlparse of the last URL).
     """
 
-    def __init__(self, url=None, epoch=100000, total=-1, multipart=True, infos=None, batch_transforms=None,
-                 batch_count=True, converters=None, report=-1, stats_horizon=1000, timeout=None, topic=None,
-                 send_hwm=8, recv_hwm=8, heartbeat=0.0, heartbeat_timeout=0.0, reconnect=0.1, reconnect_max=2.0,
-                 linger=2.0, max_message_size=2 << 30, noexpand=False, allow64=False, device=None, raw=False,
+    def __init__(self, url=None, epoch=100000, total=-1, multipart=True, infos=None, device=None, allow64=False,
+                 raw=False, batch_transforms=None, batch_count=True, converters=None, report=-1, stats_horizon=1000,
+                 noexpand=False, *, timeout=None, topic=None, send_hwm=8, recv_hwm=8, heartbeat=0.0,
+                 heartbeat_timeout=0.0, reconnect=0.1, reconnect_max=2.0, linger=2.0, max_message_size=2 << 30,
                  curve_secret=None, curve_server=None, curve_allow=None):
-        if raw:
-            raise ArgumentError("raw=True is not supported: batches are always decoded (zero-copy) into arrays")
         if device is not None and converters is not None:
             raise ArgumentError("give converters or device, not both")
         self.epoch = epoch
         self.total = total
+        self.multipart = multipart
         self.infos = infos
-        self.allow64 = allow64
         self.device = device
+        self.allow64 = allow64
+        self.raw = raw
         self.batch_transforms = listify(batch_transforms)
         self.converters = make_converters(converters if device is None else device_converter(device))
         self.batch_count = batch_count
         self.report = report
+        self.count = 0
+        self.batch_size = 1
+        self.sampler = None  # DataLoader looks for these
+        self.batch_sampler = None
+        self.context = None  # the ZeroMQ context lives in C++
+        self.addr = None
         self._options = dict(multipart=multipart, timeout=timeout, epoch=epoch, total=total, topic=topic,
                              send_hwm=send_hwm, recv_hwm=recv_hwm, heartbeat=heartbeat,
                              heartbeat_timeout=heartbeat_timeout, reconnect=reconnect, reconnect_max=reconnect_max,
@@ -83,36 +163,47 @@ class Connection:
                              expand_braces=not noexpand, curve_secret=_path_or_none(curve_secret),
                              curve_server=_path_or_none(curve_server), curve_allow=_path_or_none(curve_allow))
         self._c = None
-        self._closed = False
+        self._socket = None
+        self._stats = Statistics(stats_horizon)  # until connected
         if url is not None:
             self.connect(url)
 
     def connect(self, url, topic=None):
-        """Binds or connects every URL (a str or a list; braces are expanded).
-
-        All URLs of a Connection share one socket, so they are given at once.
-        """
-        if self._c is not None:
-            raise ArgumentError(f"already connected to {self._c.describe()}; give every URL at once")
+        """Binds or connects URLs (a str or a list; braces are expanded), all on
+        one socket; may be called again to add more of the same kind.
+        topic: the SUB subscription (default: the URL's #fragment, else all)."""
         urls = [url] if isinstance(url, str) else list(url)
-        options = dict(self._options)
-        if topic is not None:
-            options["topic"] = topic
-        self._c = _tensorcom._Connection(urls, **options)
+        if not urls:
+            raise ArgumentError("connect() needs a URL")
+        if self._c is None:
+            options = dict(self._options)
+            if topic is not None:
+                options["topic"] = topic
+            self._c = _tensorcom._Connection(urls, **options)
+            self._socket = ConnectionSocket(self)
+        else:
+            if topic is not None and topic != self._options["topic"]:
+                raise ArgumentError(f"this connection subscribes to {self._options['topic']!r}; "
+                                    "one topic per connection")
+            self._c.connect(urls)
+        self.addr = urlparse(urls[-1])
 
     def _core(self):
         if self._c is None:
-            if self._closed:
-                raise TransportError("the connection is closed")
             raise ArgumentError("the connection has no URLs yet: call connect()")
         return self._c
 
+    @property
+    def socket(self):
+        """The connection's socket (ConnectionSocket), None before connect() and after close()."""
+        return self._socket
+
     def close(self):
-        """Closes the socket, waiting up to `linger` seconds for queued batches to go."""
+        """Closes the socket. Queued batches get up to `linger` seconds to go if
+        a peer ever connected; otherwise, and for receivers, it closes at once."""
         if self._c is not None:
             self._c.close()
-            self._c = None
-            self._closed = True
+        self._socket = None
 
     def __enter__(self):
         return self
@@ -122,16 +213,21 @@ class Connection:
 
     # --- sending ---------------------------------------------------------------
 
-    def send(self, data, infos=None, allow64=None):
+    def send(self, data, infos=None, allow64=None, multipart=None):
         """Sends a list of arrays (or of anything numpy.asarray takes, CPU torch
-        tensors included). C-contiguous little-endian arrays are not copied.
-        64-bit arrays raise ValueError unless allow64 (default: the connection's)."""
+        tensors included). C-contiguous little-endian arrays are not copied:
+        do not change them until ZeroMQ has sent them.
+        allow64 (default: the connection's) lets 64-bit arrays go; multipart
+        (default: the multipart attribute) picks the framing."""
         arrays = as_list(data)
-        if not (self.allow64 if allow64 is None else allow64):
-            refuse_64bit(arrays)
-        self._core().send(arrays, infos if infos is not None else self.infos)
+        check_acceptable_input_type(arrays, self.allow64 if allow64 is None else allow64)
+        self._core().send(arrays, infos if infos is not None else self.infos,
+                          self.multipart if multipart is None else multipart)
+        self.count += 1
 
-    write = send
+    def write(self, data):
+        """Alias for send."""
+        self.send(data)
 
     def serve(self, source, report=-1):
         """Sends every batch of an iterable; prints "count N rate ..." every report samples."""
@@ -145,37 +241,49 @@ class Connection:
 
     # --- receiving -------------------------------------------------------------
 
+    def _receive(self, timeout=_WAIT):
+        """(arrays, infos) of the next message, undecoded by transforms; None on timeout."""
+        if timeout is _WAIT:
+            got = self._core().next()
+        else:
+            got = self._core().recv(timeout)
+            if got is None:
+                return None
+        self.count += 1
+        return got
+
     def recv(self, timeout=_WAIT, infos=False):
-        """The next batch, transformed and converted.
+        """The next batch, transformed and converted (raw: its frames).
 
         Without timeout it waits as iteration does (the connection's timeout,
         then tensorcom.TimeoutError); with timeout (seconds, None: forever) it
         returns None if nothing came in time. infos=True returns (batch, infos).
         """
-        if timeout is _WAIT:
-            arrays, got = self._core().next()
+        got = self._receive(timeout)
+        if got is None:
+            return None
+        arrays, got_infos = got
+        if self.raw:
+            batch = encode_list(arrays, got_infos)
         else:
-            received = self._core().recv(timeout)
-            if received is None:
-                return None
-            arrays, got = received
-        batch = transform_with(transform_with(arrays, self.batch_transforms), self.converters)
-        return (batch, got) if infos else batch
+            batch = transform_with(transform_with(arrays, self.batch_transforms), self.converters)
+            self.batch_size = _first_dim(batch)
+        return (batch, got_infos) if infos else batch
 
     def batchsize(self, xs):
-        return len(xs[0]) if self.batch_count and len(xs) > 0 and getattr(xs[0], "ndim", 0) > 0 else 1
+        """Samples in a batch (batch_count), else 1."""
+        return _first_dim(xs) if self.batch_count else 1
 
     def items(self, report=None):
-        """Yields batches until `total` of them (forever if total < 0)."""
+        """Yields batches until count reaches total (forever if total < 0)."""
         report = self.report if report is None else report
-        batches, count, next_report = 0, 0, 0
-        while self.total < 0 or batches < self.total:
+        samples, next_report = 0, 0
+        while self.total < 0 or self.count < self.total:
             batch = self.recv()
-            batches += 1
-            if report > 0 and count >= next_report:
-                print("count", count, self.stats.summary())
+            if report > 0 and samples >= next_report:
+                print("count", samples, self.stats.summary())
                 next_report += report
-            count += self.batchsize(batch)
+            samples += self.batchsize(batch)
             yield batch
 
     def __iter__(self):
@@ -189,8 +297,9 @@ class Connection:
 
     @property
     def stats(self):
-        """tensorcom.Statistics of the batches sent or received so far."""
-        return self._core().stats
+        """tensorcom.Statistics of the batches sent or received so far (live:
+        reset() resets the connection's)."""
+        return self._stats if self._c is None else self._c.stats
 
     @property
     def malformed(self):

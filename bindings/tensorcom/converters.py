@@ -2,9 +2,13 @@
 reference's `converters=` argument.
 
 A converter is a callable taking one array and returning anything, or None
-(leave the array alone), or a name from converter_table. A list of them is
-applied round-robin over the batch's arrays (transform_with).
+(leave the array alone). A Connection's converters= is one of them, a list
+of them (applied round-robin over the batch's arrays, transform_with), or a
+name from converter_table. tonumpy and totorch make them, as the reference's
+zcom.tonumpy and zcom.totorch.
 """
+
+from collections.abc import Mapping
 
 from ._tensorcom import ArgumentError
 
@@ -15,23 +19,83 @@ def _torch_support():
     return torch
 
 
-# Name -> factory: every Connection gets converters of its own (the CUDA one
-# keeps a stream).
-converter_table = {
-    "numpy": lambda: None,
-    "torch": lambda: _torch_support().TorchConverter(),
-    "torch_cuda": lambda: _torch_support().CudaConverter(),
-}
+def _is_torch_tensor(a):
+    return type(a).__module__.startswith("torch") and hasattr(a, "detach")
+
+
+class NumpyConverter:
+    """torch tensor -> numpy array, images (C,H,W) and (B,C,H,W) with C in 3, 4
+    permuted to channels-last (H,W,C), (B,H,W,C); anything else passes."""
+
+    def __init__(self, dtype=None, transpose=True):
+        self.dtype = dtype
+        self.transpose = transpose
+
+    def __call__(self, a):
+        if not _is_torch_tensor(a):
+            return a
+        if self.transpose and a.ndim == 3 and a.shape[0] in (3, 4):
+            a = a.permute(1, 2, 0)
+        elif self.transpose and a.ndim == 4 and a.shape[1] in (3, 4):
+            a = a.permute(0, 2, 3, 1)
+        out = a.detach().cpu().numpy()
+        return out if self.dtype is None else out.astype(self.dtype)
+
+
+def tonumpy(dtype=None, transpose=True):
+    """A converter from torch tensors to numpy arrays (the reference's tonumpy)."""
+    return NumpyConverter(dtype=dtype, transpose=transpose)
+
+
+def totorch(dtype=None, device="cpu", transpose=True):
+    """A converter from numpy arrays to torch tensors on device (the reference's
+    totorch): floats become float32 and wider integers int64 unless dtype says
+    otherwise; images (H,W,C), (B,H,W,C) with C in 3, 4 become channels-first."""
+    torch = _torch_support()
+    if str(device) == "cpu":
+        return torch.TorchConverter(dtype=dtype, transpose=transpose)
+    return torch.CudaConverter(device=device, dtype=dtype, transpose=transpose)
 
 
 def device_converter(device):
     """The converter for a Connection's device=: torch tensors on that device."""
     name = str(device)
-    if name == "cpu":
-        return "torch"
-    if name.startswith("cuda"):
-        return _torch_support().CudaConverter(device=name)
+    if name == "cpu" or name.startswith("cuda"):
+        return totorch(device=name)
     raise ArgumentError(f"unknown device {device!r} (cpu, cuda or cuda:N)")
+
+
+# Name -> factory. Each Connection that names a converter gets one of its
+# own (the CUDA one keeps a stream).
+_factories = {
+    "numpy": tonumpy,
+    "torch": totorch,
+    "torch_cuda": lambda: totorch(device="cuda"),
+}
+
+
+class ConverterTable(Mapping):
+    """name -> converter, as the reference's converter_table: "numpy", "torch",
+    "torch_cuda". Each is made on first lookup, so torch is imported only by
+    those who ask for a torch converter."""
+
+    def __init__(self, factories):
+        self._factories = factories
+        self._made = {}
+
+    def __getitem__(self, name):
+        if name not in self._made:
+            self._made[name] = self._factories[name]()
+        return self._made[name]
+
+    def __iter__(self):
+        return iter(self._factories)
+
+    def __len__(self):
+        return len(self._factories)
+
+
+converter_table = ConverterTable(_factories)
 
 
 def listify(x):
@@ -51,9 +115,9 @@ def make_converters(spec):
     out = []
     for item in items:
         if isinstance(item, str):
-            factory = converter_table.get(item)
+            factory = _factories.get(item)
             if factory is None:
-                raise ArgumentError(f"unknown converter {item!r} (known: {', '.join(sorted(converter_table))})")
+                raise ArgumentError(f"unknown converter {item!r} (known: {', '.join(sorted(_factories))})")
             out.append(factory())
         elif item is None or callable(item):
             out.append(item)

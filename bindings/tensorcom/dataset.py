@@ -5,54 +5,99 @@ tensorcom.TensorcomDataset is asked for.
 """
 
 import os
+import warnings
 
 import torch
 
+from . import _tensorcom
 from .connection import Connection
 
 
-class TensorcomDataset(torch.utils.data.IterableDataset):
-    """Batches from tensorcom URLs as a torch IterableDataset.
+def _shares(urls, expand_braces):
+    """Whether DataLoader workers can split the batches: every URL is a PULL
+    that connects, so each worker's socket is one more peer the servers'
+    PUSH sockets deal batches to in turn."""
+    kinds = _tensorcom.endpoint_kinds([urls] if isinstance(urls, str) else list(urls), expand_braces)
+    return all(kind == "PULL" and not binds for kind, binds, _ in kinds)
 
-    Each iteration yields one epoch: `epoch` batches (or `total`, if given and
-    smaller), converted by `converters` ("torch" by default). Batches are
-    already batched: use DataLoader(dataset, batch_size=None). The connection
-    is opened in the process that iterates (a DataLoader worker gets its own);
-    with PUB/SUB every subscriber sees every batch, so use one worker (or
-    num_workers=0) unless the servers PUSH.
+
+_warned = False
+
+
+def _warn_once(message):
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+class TensorcomDataset(torch.utils.data.IterableDataset):
+    """Batches from tensorcom URLs as a torch IterableDataset (the reference's
+    TensorcomDataset(urls, length)).
+
+    Each iteration yields `length` items, each what Connection.recv() returns:
+    by default a list of NumPy arrays (connection_options such as
+    converters="torch" or timeout= go to the Connection). The batches come
+    batched: use DataLoader(dataset, batch_size=None). len() is `length`, the
+    number of batches a DataLoader gets per epoch, whatever its workers:
+
+    - every URL a connecting PULL (zrpull://): each worker connects, and the
+      servers deal batches to the workers in turn; worker i of n yields its
+      share of length (length // n, one more for the first length % n).
+    - anything else (SUB, or a binding URL): only worker 0 connects and
+      yields all `length`; the others yield nothing (warned once). Over
+      PUB/SUB each subscriber would get every batch, so n workers would
+      yield each batch n times; a bound address can be bound once.
+
+    The connection is opened in the process that iterates, and kept for the
+    next epoch.
     """
 
-    def __init__(self, urls, epoch=100000, converters="torch", **connection_options):
+    def __init__(self, urls, length=1000000, **connection_options):
         super().__init__()
         self.urls = urls
-        self.epoch = epoch
-        self.converters = converters
+        self.length = length
         self.connection_options = connection_options
-        self._connection = None
+        self.con = None
         self._pid = None
 
     def connection(self):
-        if self._connection is None or self._pid != os.getpid():
-            self._connection = Connection(self.urls, epoch=self.epoch, converters=self.converters,
-                                          **self.connection_options)
+        if self.con is None or self._pid != os.getpid():
+            self.con = Connection(self.urls, **self.connection_options)
             self._pid = os.getpid()
-        return self._connection
+        return self.con
+
+    def _share(self):
+        """How many items this process yields."""
+        info = torch.utils.data.get_worker_info()
+        if info is None or info.num_workers <= 1:
+            return self.length
+        if _shares(self.urls, not self.connection_options.get("noexpand", False)):
+            return self.length // info.num_workers + (1 if info.id < self.length % info.num_workers else 0)
+        if info.id == 0:
+            _warn_once(f"TensorcomDataset: {self.urls} cannot be split over {info.num_workers} DataLoader workers "
+                       "(every subscriber gets every batch; a bound address is bound once): worker 0 receives "
+                       "all batches, the others none. Serve with PUSH and connect with zrpull:// to share.")
+            return self.length
+        return 0
 
     def __iter__(self):
+        share = self._share()
+        if share == 0:
+            return
         connection = self.connection()
-        count = self.epoch if connection.total < 0 else min(self.epoch, connection.total)
-        for _ in range(count):
+        for _ in range(share):
             yield connection.recv()
 
     def __len__(self):
-        return self.epoch
+        return self.length
 
     def close(self):
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+        if self.con is not None:
+            self.con.close()
+            self.con = None
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_connection"], state["_pid"] = None, None  # sockets do not travel to workers
+        state["con"], state["_pid"] = None, None  # sockets do not travel to workers
         return state

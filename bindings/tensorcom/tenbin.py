@@ -4,11 +4,15 @@ webdataset.tenbin), byte-compatible with it, done by the C++ codec.
 Decoded arrays are views of their input: a buffer, the frames, or a private
 (copy-on-write) mapping of a .ten file; the input lives as long as they do.
 Inputs are checked as the C++ decoders check them: a malformed one raises
-tensorcom.FormatError (a ValueError) naming the field and its byte offset.
+tensorcom.FormatError (a ValueError) naming the field and its byte offset,
+where the reference raises AssertionError or decodes garbage.
 
 `infos` arguments follow the reference: on encoding, a list of info strings
 (one per array, at most 8 ASCII characters); on decoding, False (arrays
 only), True (arrays, infos), or a list the infos must equal.
+
+The z* functions take a pyzmq socket, as the reference's, or the `socket`
+of a tensorcom.Connection (then the C++ connection does the work).
 """
 
 import os
@@ -19,7 +23,65 @@ import numpy as np
 from . import _tensorcom as _c
 from ._tensorcom import ArgumentError, FormatError
 
-magic_bytes = b"~TenBin~"
+# The dtypes tenbin has codes for, by name and by code ("f4": numpy's own
+# short form, as the reference's long_to_short table).
+long_to_short = {name: np.dtype(name).str[1:] for name in (
+    "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")}
+short_to_long = {code: name for name, code in long_to_short.items()}
+
+_64BIT = ("float64", "int64", "uint64")
+
+
+def bytelen(a):
+    """The length of a in bytes (arrays, bytes, bytearray, memoryview)."""
+    if hasattr(a, "nbytes"):
+        return a.nbytes
+    if isinstance(a, (bytes, bytearray)):
+        return len(a)
+    raise ValueError(a, "cannot determine nbytes")
+
+
+def bytedata(a):
+    """The raw data of a: itself for bytes-like objects, a.data for arrays."""
+    if isinstance(a, (bytes, bytearray, memoryview)):
+        return a
+    if hasattr(a, "data"):
+        return a.data
+    raise ValueError(a, "cannot return bytedata")
+
+
+def _dtype_name(a):
+    return str(getattr(a, "dtype", type(a).__name__)).removeprefix("torch.")  # numpy or torch
+
+
+def check_acceptable_input_type(data, allow64):
+    """Raises ArgumentError unless every array has a tenbin dtype, and (unless
+    allow64) none is float64, int64 or uint64."""
+    for i, a in enumerate(data):
+        name = _dtype_name(a)
+        if name not in long_to_short:
+            raise ArgumentError(f"array {i} is {name}, which tenbin has no code for")
+        if not allow64 and name in _64BIT:
+            raise ArgumentError(f"array {i} is {name}: 64-bit arrays are sent only with allow64=True "
+                                "(on the Connection or the send)")
+
+
+def str64(s):
+    """The int64 whose 8 little-endian bytes are s, NUL-padded (at most 8 ASCII characters)."""
+    b = s.encode("ascii")
+    if len(b) > 8:
+        raise ArgumentError(f"{s!r} is longer than 8 characters")
+    return struct.unpack("<q", b.ljust(8, b"\0"))[0]
+
+
+def unstr64(i):
+    """The string of an int64 made by str64."""
+    return struct.pack("<q", int(i)).decode("ascii").strip("\0")
+
+
+magic_str = "~TenBin~"
+magic = str64(magic_str)
+magic_bytes = magic_str.encode("ascii")
 
 
 def roundup(n, k=64):
@@ -28,13 +90,15 @@ def roundup(n, k=64):
 
 
 def check_infos(data, infos, required_infos=None):
-    """The reference's infos logic: data, (data, infos), or a check."""
+    """The reference's infos logic: data, (data, infos), or a check of the
+    infos against required_infos (as far as both go)."""
     if required_infos is None or required_infos is False:
         return data
     if required_infos is True:
         return data, infos
-    if list(required_infos) != list(infos):
-        raise FormatError(f"infos {list(infos)} differ from the required {list(required_infos)}")
+    for i, (required, actual) in enumerate(zip(required_infos, infos)):
+        if required != actual:
+            raise FormatError(f"info {i} is {actual!r}, not the required {required!r}")
     return data
 
 
@@ -56,15 +120,9 @@ def encode_header(a, info=""):
     return _c.encode_header(a, info)
 
 
-def encode_buffer(l, infos=None):
-    """The single-buffer encoding of a list of arrays, as a bytearray."""
-    return _c.encode_buffer(as_list(l), infos)
-
-
-def decode_buffer(buf, infos=False):
-    """The arrays of a single buffer (bytes, bytearray, memoryview, numpy array...)."""
-    arrays, got = _c.decode_buffer(buf)
-    return check_infos(arrays, got, infos)
+def decode_header(h):
+    """(shape, dtype, info) of a header payload (a tuple of ints, a numpy dtype, a str)."""
+    return _c.decode_header(h)
 
 
 def encode_list(l, infos=None):
@@ -88,9 +146,52 @@ def decode_list(l, infos=False):
     return check_infos(arrays, got, infos)
 
 
-def write(stream, l, infos=None):
-    """Writes a list of arrays to a binary stream, in the single-buffer encoding."""
-    stream.write(encode_buffer(l, infos=infos))
+def _bytes_view(b):
+    """A flat, contiguous byte view of a buffer object."""
+    view = memoryview(bytedata(b))
+    if not view.c_contiguous:
+        view = memoryview(view.tobytes())
+    return view.cast("B") if view.ndim != 1 or view.format != "B" else view
+
+
+def encode_chunks(l):
+    """One buffer holding each buffer of l as a chunk: magic, int64 length,
+    the bytes, zero padding to a multiple of 64."""
+    views = [_bytes_view(b) for b in l]
+    result = bytearray(sum(16 + roundup(len(v)) for v in views))
+    offset = 0
+    for v in views:
+        result[offset:offset + 16] = magic_bytes + struct.pack("<q", len(v))
+        result[offset + 16:offset + 16 + len(v)] = v
+        offset += 16 + roundup(len(v))
+    return result
+
+
+def decode_chunks(buf):
+    """The payloads of buf's chunks, as memoryviews of buf (no copy)."""
+    view = _bytes_view(buf)
+    return [view[offset:offset + size] for offset, size in _c.chunk_spans(view)]
+
+
+def encode_buffer(l, infos=None):
+    """The single-buffer encoding of a list of arrays, as a bytearray."""
+    return _c.encode_buffer(as_list(l), infos)
+
+
+def decode_buffer(buf, infos=False):
+    """The arrays of a single buffer (bytes, bytearray, memoryview, numpy array...)."""
+    arrays, got = _c.decode_buffer(buf)
+    return check_infos(arrays, got, infos)
+
+
+def write_chunk(stream, buf):
+    """Writes one chunk (magic, length, bytes, padding) to a binary stream."""
+    view = _bytes_view(buf)
+    stream.write(magic_bytes + struct.pack("<q", len(view)))
+    stream.write(view)
+    padding = roundup(len(view)) - len(view)
+    if padding > 0:
+        stream.write(b"\0" * padding)
 
 
 # Chunk bodies are read this much at a time, so that memory follows the bytes
@@ -110,35 +211,46 @@ def _read_up_to(stream, n):
     return out
 
 
-def _read_chunk(stream, offset):
-    """prefix + payload + padding of the next chunk, or None at the end."""
-    prefix = _read_up_to(stream, 16)
+def _read_exactly(stream, n, what, offset):
+    data = _read_up_to(stream, n)
+    if len(data) < n:
+        raise FormatError(f"{what} cut short: {len(data)} of {n} bytes (at byte {offset})")
+    return data
+
+
+def read_chunk(stream):
+    """The payload of the next chunk of a binary stream (a bytearray), or None at its end."""
+    start = stream.tell() if stream.seekable() else 0
+    prefix = stream.read(16)
     if not prefix:
         return None
     if len(prefix) < 16 or prefix[:8] != magic_bytes:
-        raise FormatError(f"bad chunk prefix {bytes(prefix[:16])!r} (at byte {offset})")
+        raise FormatError(f"bad chunk prefix {bytes(prefix[:16])!r} (at byte {start})")
     (nbytes,) = struct.unpack("<q", prefix[8:16])
     if nbytes < 0:
-        raise FormatError(f"chunk length {nbytes} is negative (at byte {offset + 8})")
-    body = _read_up_to(stream, roundup(nbytes))
-    if len(body) < nbytes:
-        raise FormatError(f"chunk of {nbytes} bytes cut short after {len(body)} (at byte {offset + 16})")
-    return prefix + body
+        raise FormatError(f"chunk length {nbytes} is negative (at byte {start + 8})")
+    data = bytearray(_read_exactly(stream, nbytes, "chunk", start + 16))
+    stream.read(roundup(nbytes) - nbytes)  # the padding, which may be missing at the very end
+    return data
+
+
+def write(stream, l, infos=None):
+    """Writes a list of arrays to a binary stream, in the single-buffer encoding."""
+    stream.write(encode_buffer(l, infos=infos))
 
 
 def read(stream, n=999999, infos=False):
     """Reads up to n arrays (header and data chunks) from a binary stream."""
-    buf = bytearray()
+    chunks = []
     for _ in range(n):
-        header = _read_chunk(stream, len(buf))
+        header = read_chunk(stream)
         if header is None:
             break
-        buf += header
-        data = _read_chunk(stream, len(buf))
+        data = read_chunk(stream)
         if data is None:
-            raise FormatError(f"a header chunk without its data chunk (at byte {len(buf)})")
-        buf += data
-    return decode_buffer(buf, infos=infos)
+            raise FormatError("a header chunk without its data chunk at the end of the stream")
+        chunks += [header, data]
+    return decode_list(chunks, infos=infos)
 
 
 def _check_name(fname, nocheck):
@@ -163,3 +275,54 @@ def load_lists(fname, tensors_per_list=0, infos=False):
     """The lists of a .ten file of lists back to back (as `tenbin record` writes),
     split every tensors_per_list arrays (0: inferred from the arrays' signatures)."""
     return [check_infos(arrays, got, infos) for arrays, got in _c.read_ten_lists(os.fspath(fname), tensors_per_list)]
+
+
+# --- over ZeroMQ ---------------------------------------------------------------------
+
+def zsend_single(socket, l, infos=None):
+    """Sends a list of arrays as one single-buffer message."""
+    send = getattr(socket, "_tensorcom_send", None)
+    if send is not None:
+        return send(l, infos, multipart=False)
+    return socket.send(encode_buffer(l, infos=infos), copy=False)
+
+
+def zrecv_single(socket, infos=False):
+    """Receives a single-buffer message's arrays (from a Connection's socket: either framing)."""
+    recv = getattr(socket, "_tensorcom_recv", None)
+    if recv is not None:
+        return check_infos(*recv(), infos)
+    return decode_buffer(socket.recv(copy=False), infos=infos)
+
+
+def zsend_multipart(socket, l, infos=None):
+    """Sends a list of arrays as a multipart message (two frames an array).
+
+    On a pyzmq socket the arrays are copied, as the reference does; on a
+    Connection's socket they are not (see Connection.send)."""
+    send = getattr(socket, "_tensorcom_send", None)
+    if send is not None:
+        return send(l, infos, multipart=True)
+    return socket.send_multipart(encode_list(l, infos=infos))
+
+
+def zrecv_multipart(socket, infos=False):
+    """Receives a multipart message's arrays (from a Connection's socket: either framing)."""
+    recv = getattr(socket, "_tensorcom_recv", None)
+    if recv is not None:
+        return check_infos(*recv(), infos)
+    return decode_list(socket.recv_multipart(copy=False), infos=infos)
+
+
+# --- over SCTP (the reference's illustration, for a pysctp socket) -----------------------
+
+def sctp_send(socket, dest, l, infos=None):
+    """Sends a list of arrays as one SCTP datagram to dest."""
+    socket.sctp_send(bytes(encode_buffer(l, infos=infos)), to=dest)
+
+
+def sctp_recv(socket, infos=False, maxsize=100000000):
+    """Accepts one client on a listening SCTP socket and decodes its datagram."""
+    client, _ = socket.accept()
+    _, _, data, _ = client.sctp_recv(maxsize)
+    return decode_buffer(data, infos=infos)

@@ -58,15 +58,63 @@ def parse_args(argv):
 
 # --- input paths: each yields (images, labels) on the device -------------------------
 
-def tensorcom_batches(urls, args, device):
-    import tensorcom
-    converter = "torch_cuda" if device.type == "cuda" else "torch"
-    connection = tensorcom.Connection(urls.split(), converters=converter, timeout=args.timeout)
-    try:
-        for batch in connection:
-            yield batch[0], batch[1]  # a third tensor, if any, is metadata
-    finally:
-        connection.close()
+# How often the trainer says it is still waiting for its first batch.
+WAIT_NOTICE_S = 5.0
+
+
+class TensorcomBatches:
+    """Batches from tensorcom servers; blocked_seconds() is the time spent
+    waiting for them (the Connection's own measure), for the starvation figure."""
+
+    def __init__(self, urls, args, device):
+        import tensorcom
+        converter = "torch_cuda" if device.type == "cuda" else "torch"
+        self.urls = urls
+        self.timeout = args.timeout
+        self.connection = tensorcom.Connection(urls.split(), converters=converter, timeout=args.timeout)
+        self.first = True
+
+    def __next__(self):
+        batch = self._first_batch() if self.first else self.connection.recv()
+        self.first = False
+        return batch[0], batch[1]  # a third tensor, if any, is metadata
+
+    def _first_batch(self):
+        """Waits as recv() does, saying what for and how long so far."""
+        import tensorcom
+        start = time.monotonic()
+        while True:
+            waited = time.monotonic() - start
+            left = self.timeout - waited
+            if left <= 0:
+                raise tensorcom.TimeoutError(f"no batch from {self.urls} in {self.timeout:g} s")
+            batch = self.connection.recv(timeout=min(WAIT_NOTICE_S, left))
+            if batch is not None:
+                return batch
+            print(f"train: waiting for a batch from {self.urls} ({time.monotonic() - start:.0f} s of "
+                  f"{self.timeout:g})", flush=True)
+
+    def blocked_seconds(self):
+        return self.connection.stats.blocked_seconds
+
+    def close(self):
+        self.connection.close()
+
+
+class GeneratorBatches:
+    """Another input path's generator, with no measure of waiting."""
+
+    def __init__(self, generator):
+        self.generator = generator
+
+    def __next__(self):
+        return next(self.generator)
+
+    def blocked_seconds(self):
+        return None
+
+    def close(self):
+        self.generator.close()
 
 
 def folder_batches(root, args, device):
@@ -91,10 +139,19 @@ def synthetic_batches(args, device):
 
 def batches(data, args, device):
     if data.startswith("tensorcom:"):
-        return tensorcom_batches(data[len("tensorcom:"):], args, device)
+        return TensorcomBatches(data[len("tensorcom:"):], args, device)
     if data.startswith("folder:"):
-        return folder_batches(data[len("folder:"):], args, device)
-    return synthetic_batches(args, device)
+        return GeneratorBatches(folder_batches(data[len("folder:"):], args, device))
+    return GeneratorBatches(synthetic_batches(args, device))
+
+
+def waiting_share(source, blocked_before, seconds):
+    """', waiting for data N%': the share of `seconds` the source spent blocked
+    since blocked_before (empty for sources that do not measure it)."""
+    blocked = source.blocked_seconds()
+    if blocked is None or seconds <= 0:
+        return ""
+    return f", waiting for data {100 * (blocked - blocked_before) / seconds:.0f}%"
 
 
 # --- training -------------------------------------------------------------------------
@@ -148,11 +205,13 @@ def run(data, args, device):
     trainer = Trainer(args, device)
     source = batches(data, args, device)
     images_seen, start, loss = 0, None, None
+    blocked_at_start = blocked_at_report = 0.0
     try:
         for step in range(args.warmup + args.steps):
             if step == args.warmup:
                 synchronize(device)
-                start = time.perf_counter()
+                start = report_start = time.perf_counter()
+                blocked_at_start = blocked_at_report = source.blocked_seconds() or 0.0
             images, labels = next(source)
             loss = trainer.step(images, labels)
             if step >= args.warmup:
@@ -160,10 +219,14 @@ def run(data, args, device):
                 done = step - args.warmup + 1
                 if args.report > 0 and done % args.report == 0:
                     synchronize(device)
-                    rate = images_seen / (time.perf_counter() - start)
-                    print(f"train: {data} step {done} loss {loss.item():.3f} {rate:.1f} images/s", flush=True)
+                    now = time.perf_counter()
+                    rate = images_seen / (now - start)
+                    waiting = waiting_share(source, blocked_at_report, now - report_start)
+                    print(f"train: {data} step {done} loss {loss.item():.3f} {rate:.1f} images/s{waiting}", flush=True)
+                    report_start, blocked_at_report = now, source.blocked_seconds() or 0.0
         synchronize(device)
-        return images_seen, time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        return images_seen, seconds, waiting_share(source, blocked_at_start, seconds)
     finally:
         source.close()
 
@@ -178,10 +241,10 @@ def main(argv=None):
           f"{args.warmup} warm-up + {args.steps} timed steps per input", flush=True)
     results = []
     for data in args.data:
-        images, seconds = run(data, args, device)
+        images, seconds, waiting = run(data, args, device)
         rate = images / seconds if seconds > 0 else 0.0
         results.append((data, images, seconds, rate))
-        print(f"train: {data}: {images} images in {seconds:.2f} s, {rate:.1f} images/s", flush=True)
+        print(f"train: {data}: {images} images in {seconds:.2f} s, {rate:.1f} images/s{waiting}", flush=True)
     if len(results) > 1:
         width = max(len(r[0]) for r in results)
         print(f"{'input':<{width}}  images/s")
@@ -190,5 +253,17 @@ def main(argv=None):
     return 0
 
 
+def main_reporting_errors():
+    """main(), with failures as one line (no traceback) and exit status 1."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print("train: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 -- the line names the error's type
+        print(f"train: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main_reporting_errors())

@@ -6,11 +6,12 @@
 #include <iostream>
 #include <set>
 
-#include "ipc_buffer_tuner.h"
 #include "malloc_tuning.h"
+#include "socket_monitor.h"
 #include "socket_options.h"
 #include "zap_handler.h"
 #include "tensorcom/brace.h"
+#include "tensorcom/url.h"
 
 namespace tensorcom {
 
@@ -73,7 +74,6 @@ class Connection::Impl {
       : options_(std::move(options)), endpoints_(parse_urls(urls, options_.expand_braces)), stats_(options_.stats_horizon) {
     const SocketKind kind = endpoints_.front().kind;
     keeps_memory_ = options_.reuse_receive_memory && receives();
-    release_at_close_.active = keeps_memory_;
     if (keeps_memory_) detail::keep_large_buffers_mapped();
     try {
       if (options_.curve && options_.curve->server_public_key.empty() && options_.curve->allowed_clients) {
@@ -85,9 +85,55 @@ class Connection::Impl {
     } catch (const zmq::error_t& e) {
       throw_transport("cannot create a " + std::string(socket_kind_name(kind)) + " socket", e);
     }
-    if (uses_ipc()) ipc_tuner_ = std::make_unique<detail::IpcBufferTuner>(socket_, detail::kSocketBufferBytes);
+    // Senders watch for peers (see close()); ipc connections need tuning.
+    if (!receives() || uses_ipc()) start_monitor();
     for (const Endpoint& endpoint : endpoints_) attach(endpoint);
   }
+
+  ~Impl() { close(); }
+
+  void connect(std::span<const std::string> urls) {
+    require_open("connect");
+    std::vector<std::string> all;
+    for (const Endpoint& endpoint : endpoints_) all.push_back(endpoint.url);
+    const std::size_t known = all.size();
+    if (options_.expand_braces) {
+      for (std::string& url : brace_expand_all(urls)) all.push_back(std::move(url));
+    } else {
+      all.insert(all.end(), urls.begin(), urls.end());
+    }
+    // Checked together: every URL must fit this socket.
+    std::vector<Endpoint> endpoints = parse_urls(all, false);
+    for (std::size_t i = known; i < endpoints.size(); ++i) {
+      if (endpoints[i].address.starts_with("ipc://")) start_monitor();
+      attach(endpoints[i]);
+      endpoints_.push_back(std::move(endpoints[i]));
+    }
+  }
+
+  // Receivers have nothing to deliver; senders that sent nothing, or never
+  // saw a peer (a connect in progress gets kPeerGrace to complete), could
+  // deliver nothing: they close at once (see connection.h).
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    if (monitor_ && !receives() && stats_.batches() > 0) {
+      (void)monitor_->wait_for_connection(std::min(options_.linger, kPeerGrace));
+    }
+    const std::uint64_t peers = stats_.batches() == 0 || !monitor_ ? 0 : monitor_->stop();
+    monitor_.reset();  // its socket must close before the context can
+    try {
+      if (receives() || peers == 0) socket_.set(zmq::sockopt::linger, 0);
+    } catch (const zmq::error_t&) {
+      // The configured linger stays: slower to exit, not wrong.
+    }
+    zap_.reset();
+    socket_.close();
+    context_.close();
+    if (keeps_memory_) detail::return_free_memory();
+  }
+
+  bool closed() const noexcept { return closed_; }
 
   bool receives() const noexcept {
     SocketKind kind = endpoints_.front().kind;
@@ -96,18 +142,20 @@ class Connection::Impl {
 
   std::optional<TensorList> recv(std::optional<Milliseconds> timeout) {
     require(receives(), "recv");
+    require_open("recv");
     log_refusals();
     const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
     for (;;) {
-      if (!wait_readable_releasing_memory(deadline)) return std::nullopt;
+      if (!wait_readable_counting_blocked(deadline)) return std::nullopt;
       auto frames = receive_frames();
       if (!frames) continue;
       if (auto batch = decode(std::move(frames))) return batch;
     }
   }
 
-  bool send(std::span<const Tensor> batch) {
+  bool send(std::span<const Tensor> batch, Framing framing) {
     require(!receives(), "send");
+    require_open("send");
     log_refusals();
     if (publishes() && subscribers() == 0) {
       if (!options_.await_subscriber) {
@@ -117,7 +165,7 @@ class Connection::Impl {
       wait_for_subscriber(std::nullopt);
     }
     try {
-      if (options_.framing == Framing::kSingleBuffer) {
+      if (framing == Framing::kSingleBuffer) {
         send_single(batch);
       } else {
         send_multipart(batch);
@@ -132,7 +180,7 @@ class Connection::Impl {
   // PUB sockets are XPUB underneath, verbose: every subscription and
   // unsubscription (a peer leaving included) comes up as a message.
   std::uint64_t subscribers() {
-    if (!publishes()) return 0;
+    if (!publishes() || closed_) return subscriptions_;
     zmq::message_t message;
     try {
       while (socket_.recv(message, zmq::recv_flags::dontwait)) {
@@ -150,6 +198,7 @@ class Connection::Impl {
   // A subscription arrives as a message: wait for one.
   bool wait_for_subscriber(std::optional<Milliseconds> timeout) {
     if (!publishes()) return true;
+    require_open("waiting for a subscriber");
     const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
     while (subscribers() == 0) {
       if (!wait_readable(deadline)) return false;
@@ -200,6 +249,14 @@ class Connection::Impl {
 
   bool publishes() const noexcept { return endpoints_.front().kind == SocketKind::kPub; }
 
+  void start_monitor() {
+    if (!monitor_) monitor_ = std::make_unique<detail::SocketMonitor>(socket_, detail::kSocketBufferBytes);
+  }
+
+  void require_open(const char* operation) const {
+    if (closed_) throw TransportError(std::string(operation) + " on a closed connection (" + describe() + ")");
+  }
+
   bool uses_ipc() const noexcept {
     for (const Endpoint& endpoint : endpoints_) {
       if (endpoint.address.starts_with("ipc://")) return true;
@@ -229,6 +286,17 @@ class Connection::Impl {
   void release_memory() {
     detail::return_free_memory();
     released_since_last_message_ = true;
+  }
+
+  // wait_readable_releasing_memory, the time waited added to the statistics.
+  bool wait_readable_counting_blocked(std::chrono::steady_clock::time_point deadline) {
+    const auto start = Statistics::Clock::now();
+    struct AddBlocked {
+      Statistics& stats;
+      Statistics::Clock::time_point start;
+      ~AddBlocked() { stats.add_blocked(Statistics::Clock::now() - start); }
+    } add_blocked{stats_, start};  // also when a signal interrupts the wait
+    return wait_readable_releasing_memory(deadline);
   }
 
   // Polls until a message (PUB: a subscription) can be read or the deadline passes.
@@ -318,21 +386,19 @@ class Connection::Impl {
   // Receivers that keep message memory mapped (reuse_receive_memory) give
   // it back when idle, after dropping an oversized message, and at close.
   static constexpr Milliseconds kIdleBeforeRelease{1000};
+  // How long close() waits for a first peer before dropping queued batches:
+  // a connect to a live peer, even reconnecting after a refusal, completes
+  // well within it.
+  static constexpr Milliseconds kPeerGrace{250};
   bool keeps_memory_ = false;
   bool released_since_last_message_ = false;
-  // Declared before the context: runs after ZeroMQ has freed what it held.
-  struct ReleaseAtClose {
-    bool active = false;
-    ~ReleaseAtClose() {
-      if (active) detail::return_free_memory();
-    }
-  } release_at_close_;
   zmq::context_t context_;
   zmq::socket_t socket_;
   std::unique_ptr<detail::ZapHandler> zap_;  // CURVE allow-list; stops before the context closes
   std::uint64_t subscriptions_ = 0;  // PUB: as counted from the XPUB messages
+  bool closed_ = false;
   // Declared last: stops watching before the socket closes.
-  std::unique_ptr<detail::IpcBufferTuner> ipc_tuner_;
+  std::unique_ptr<detail::SocketMonitor> monitor_;
 };
 
 // ---- Connection ----
@@ -349,7 +415,13 @@ Connection::~Connection() = default;
 
 std::optional<TensorList> Connection::recv(std::optional<Milliseconds> timeout) { return impl_->recv(timeout); }
 
-bool Connection::send(std::span<const Tensor> batch) { return impl_->send(batch); }
+bool Connection::send(std::span<const Tensor> batch) { return impl_->send(batch, impl_->options_.framing); }
+bool Connection::send(std::span<const Tensor> batch, Framing framing) { return impl_->send(batch, framing); }
+void Connection::connect(std::span<const std::string> urls) { impl_->connect(urls); }
+void Connection::close() {
+  if (impl_) impl_->close();
+}
+bool Connection::closed() const noexcept { return !impl_ || impl_->closed(); }
 std::uint64_t Connection::subscribers() { return impl_->subscribers(); }
 bool Connection::wait_for_subscriber(std::optional<Milliseconds> timeout) { return impl_->wait_for_subscriber(timeout); }
 std::uint64_t Connection::dropped_without_subscriber() const noexcept { return impl_->dropped_without_subscriber_; }
@@ -371,6 +443,7 @@ const std::vector<Endpoint>& Connection::endpoints() const noexcept { return imp
 std::vector<std::string> Connection::bound_addresses() const { return impl_->bound_; }
 std::string Connection::describe() const { return impl_->describe(); }
 const Statistics& Connection::stats() const noexcept { return impl_->stats_; }
+Statistics& Connection::stats() noexcept { return impl_->stats_; }
 const MalformedCounts& Connection::malformed() const noexcept { return impl_->malformed_; }
 const ConnectionOptions& Connection::options() const noexcept { return impl_->options_; }
 std::uint64_t Connection::size() const noexcept { return impl_->options_.epoch; }

@@ -49,7 +49,7 @@ void configure_socket(zmq::socket_t& socket, SocketKind kind, const ConnectionOp
   }
   if (kind == SocketKind::kPub) socket.set(zmq::sockopt::xpub_verboser, 1);
   if (options.curve) configure_curve(socket, *options.curve);
-  // Applied by ZeroMQ to tcp only; IpcBufferTuner does it for ipc.
+  // Applied by ZeroMQ to tcp only; SocketMonitor does it for ipc.
   socket.set(zmq::sockopt::sndbuf, kSocketBufferBytes);
   socket.set(zmq::sockopt::rcvbuf, kSocketBufferBytes);
 }

@@ -20,7 +20,7 @@ void Statistics::add(std::uint64_t samples, std::uint64_t bytes, Clock::time_poi
   }
 }
 
-void Statistics::reset() { *this = Statistics(horizon_); }
+void Statistics::reset(Clock::time_point now) { *this = Statistics(horizon_, now); }
 
 double Statistics::seconds() const noexcept { return std::chrono::duration<double>(last_ - first_).count(); }
 

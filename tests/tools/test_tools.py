@@ -263,12 +263,13 @@ def test_tensormon_text_lines(tmp_path):
     lines = r.stdout.splitlines()
     assert len(lines) == 3, lines
     for index, line in zip((2, 4), lines):
-        m = re.fullmatch(r" *(\d+) +([\d.]+) batches/s +([\d.]+) samples/s +([\d.]+) MB/s \(batchsize: (\d+)\)",
+        m = re.fullmatch(r" *(\d+) +([\d.]+) batches/s +([\d.]+) samples/s \(batchsize: (\d+)\) +([\d.]+) MB/s",
                          line)
         assert m, line
-        bps, sps, mbs = (float(m.group(i)) for i in (2, 3, 4))
-        # The reference's format, with MB/s added.
-        assert line == f"{index:20d} {bps:8.3f} batches/s {sps:8.3f} samples/s {mbs:8.3f} MB/s (batchsize: 6)"
+        bps, sps, mbs = (float(m.group(i)) for i in (2, 3, 5))
+        # The reference's line exactly (its own format string), MB/s after it.
+        reference = "{:20d} {:8.3f} batches/s {:8.3f} samples/s (batchsize: {:d})".format(index, bps, sps, 6)
+        assert line == reference + f" {mbs:8.3f} MB/s"
     assert re.fullmatch(r"tensormon: done, 4 batches, 24 samples, \d+ bytes in [\d.]+ s: [\d.]+ batches/s "
                         r"[\d.]+ samples/s [\d.]+ MB/s", lines[2]), lines[2]
 

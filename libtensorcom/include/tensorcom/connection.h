@@ -112,7 +112,8 @@ class Connection {
 
   // Receives one batch. Waits at most timeout (none: forever); returns
   // nothing if no valid batch came in time. Malformed messages are counted,
-  // reported once per kind through options().log, and skipped.
+  // reported once per kind through options().log, and skipped. The time
+  // spent waiting is added to stats().blocked_seconds().
   // Throws TransportError (code() EINTR when a signal interrupted the wait);
   // REQUIRES a PULL or SUB connection.
   [[nodiscard]] std::optional<TensorList> recv(std::optional<Milliseconds> timeout = std::nullopt);
@@ -128,6 +129,24 @@ class Connection {
   // Throws TransportError (code() EINTR when a signal interrupted a wait);
   // REQUIRES a PUSH or PUB connection.
   bool send(std::span<const Tensor> batch);
+  // The same, framed as `framing` says instead of options().framing.
+  bool send(std::span<const Tensor> batch, Framing framing);
+
+  // Binds or connects more URLs on the same socket (expanded as the
+  // constructor's). Throws UrlError for a bad URL or one that cannot share
+  // this socket (another kind, or another SUB topic), TransportError if
+  // ZeroMQ refuses one or the connection is closed.
+  void connect(std::span<const std::string> urls);
+
+  // Closes the socket. Queued outgoing batches get up to options().linger
+  // to leave, but only if some peer connected (a connect in progress gets
+  // a quarter second to complete): a sender that never had one (a server
+  // never found, a program interrupted before anything happened) or sent
+  // nothing, and every receiver, closes at once. Afterwards
+  // send() and recv() throw TransportError; stats(), options(), endpoints()
+  // stay readable. Idempotent; the destructor closes.
+  void close();
+  [[nodiscard]] bool closed() const noexcept;
 
   // PUB: subscriptions currently held by peers (each SUB socket normally
   // holds one); 0 for other kinds.
@@ -154,7 +173,10 @@ class Connection {
   // The URLs, joined with ", ", for messages.
   [[nodiscard]] std::string describe() const;
 
+  // Batches sent or received, and the time recv() spent waiting for them
+  // (Statistics::blocked_seconds). The mutable one is for reset().
   [[nodiscard]] const Statistics& stats() const noexcept;
+  [[nodiscard]] Statistics& stats() noexcept;
   [[nodiscard]] const MalformedCounts& malformed() const noexcept;
   [[nodiscard]] const ConnectionOptions& options() const noexcept;
   // Batches per epoch (options().epoch), for frameworks that want a length.

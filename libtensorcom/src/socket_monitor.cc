@@ -1,0 +1,87 @@
+#include "socket_monitor.h"
+
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <csignal>
+#include <string>
+#include <string_view>
+
+namespace tensorcom::detail {
+
+namespace {
+
+std::string next_monitor_address() {
+  static std::atomic<unsigned long> counter{0};
+  return "inproc://tensorcom-monitor-" + std::to_string(counter++);
+}
+
+}  // namespace
+
+SocketMonitor::SocketMonitor(zmq::socket_t& socket, int ipc_buffer_bytes) : monitor_(ipc_buffer_bytes) {
+  // init() must run on the socket's own thread; the monitor's PAIR socket then
+  // belongs to the watching thread alone (until stop() has joined it).
+  monitor_.init(socket, next_monitor_address(), ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED);
+  thread_ = std::thread([this] {
+    // Signals are the application's threads' business, not this watcher's.
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    constexpr int kPollMs = 20;  // bounds how long stop() waits
+    while (!stop_.load(std::memory_order_relaxed)) {
+      try {
+        monitor_.check_event(kPollMs);
+      } catch (const zmq::error_t& e) {
+        // A signal (Ctrl-C ending a server) interrupts the poll: go on. Any
+        // other error (the context ending) ends watching, never the process.
+        if (e.num() != EINTR) return;
+      }
+    }
+  });
+}
+
+SocketMonitor::~SocketMonitor() { (void)stop(); }
+
+bool SocketMonitor::wait_for_connection(std::chrono::milliseconds wait) const {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  // The watcher counts; polling its count keeps this free of locks.
+  while (monitor_.connections.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return monitor_.connections.load() > 0;
+}
+
+std::uint64_t SocketMonitor::stop() {
+  if (thread_.joinable()) {
+    stop_ = true;
+    thread_.join();
+    // A peer that connected just before close still counts.
+    try {
+      while (monitor_.check_event(0)) {
+      }
+    } catch (const zmq::error_t&) {
+      // The count so far stands.
+    }
+  }
+  return monitor_.connections.load();
+}
+
+void SocketMonitor::Monitor::on_event_connected(const zmq_event_t& event, const char* address) {
+  ++connections;
+  tune(event.value, address);
+}
+
+void SocketMonitor::Monitor::on_event_accepted(const zmq_event_t& event, const char* address) {
+  ++connections;
+  tune(event.value, address);
+}
+
+void SocketMonitor::Monitor::tune(int fd, const char* address) const {
+  if (!std::string_view(address).starts_with("ipc://")) return;
+  // Failure leaves the default buffers: slower, not wrong.
+  (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes_, sizeof bytes_);
+  (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes_, sizeof bytes_);
+}
+
+}  // namespace tensorcom::detail

@@ -1,0 +1,60 @@
+// Internal: watches a socket's connections through ZeroMQ's monitor, for two
+// reasons.
+//
+// Peers: close() lets queued batches linger only when some peer connected
+// (or connects within a short grace, as a connect still in progress does);
+// with none, nothing could be delivered, and waiting the linger just delays
+// the exit of a program that never found its server.
+//
+// ipc buffers: ZeroMQ applies ZMQ_SNDBUF and ZMQ_RCVBUF to tcp connections
+// only; ipc (Unix-domain) connections keep the kernel's default of about
+// 200 KiB, which cuts a 38 MB batch into some two hundred reads, each after
+// an epoll wakeup, and halves throughput. Each new ipc connection gets
+// buffers of the given size.
+#pragma once
+
+#include <zmq.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+
+namespace tensorcom::detail {
+
+class SocketMonitor {
+ public:
+  // Starts watching socket; ipc_buffer_bytes is the buffer size set on ipc
+  // connections. The socket must outlive this object, and watching must
+  // start before the socket binds or connects, or early peers are missed.
+  SocketMonitor(zmq::socket_t& socket, int ipc_buffer_bytes);
+  ~SocketMonitor();
+  SocketMonitor(const SocketMonitor&) = delete;
+  SocketMonitor& operator=(const SocketMonitor&) = delete;
+
+  // Waits at most `wait` for a first connection. Returns: whether one was made.
+  bool wait_for_connection(std::chrono::milliseconds wait) const;
+
+  // Stops watching and reads the events still queued. Returns: connections
+  // made or accepted since watching started. Idempotent.
+  std::uint64_t stop();
+
+ private:
+  class Monitor : public zmq::monitor_t {
+   public:
+    explicit Monitor(int bytes) : bytes_(bytes) {}
+    void on_event_connected(const zmq_event_t& event, const char* address) override;
+    void on_event_accepted(const zmq_event_t& event, const char* address) override;
+    std::atomic<std::uint64_t> connections{0};
+
+   private:
+    void tune(int fd, const char* address) const;
+    int bytes_;
+  };
+
+  Monitor monitor_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace tensorcom::detail
