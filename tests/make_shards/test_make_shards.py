@@ -10,6 +10,7 @@ needs neither webdataset nor network access. Images are decoded with cv2.
 """
 
 import io
+import json
 import os
 import re
 import subprocess
@@ -247,6 +248,35 @@ def test_image_folder(tmp_path):
     images = {key: members.get("jpg", members.get("png")) for key, members in samples}
     assert images == {"Mango/_hidden": jpegs[4], "Mango/p": png, "apple/a": jpegs[5], "apple/x": jpegs[2], "zebra/b": jpegs[1],
                       "zebra/img_1": jpegs[0]}
+    # The class names beside the shards, label i naming class i.
+    assert json.loads((tmp_path / "out" / "classes.json").read_text()) == ["Mango", "apple", "zebra"]
+
+
+def test_image_folder_labels_are_torchvisions(tmp_path):
+    """Nested folders, a symlinked folder, hidden files and folders, upper-case
+    extensions and non-image files: the same classes and labels as
+    torchvision.datasets.ImageFolder."""
+    datasets = pytest.importorskip("torchvision.datasets")
+    jpegs = synthetic_jpegs(tmp_path, 5)
+    root = tmp_path / "tree"
+    write(root / "b" / "deep" / "er" / "x.JPG", jpegs[0])
+    write(root / "b" / ".h.jpeg", jpegs[1])
+    write(root / ".hidden" / "y.jpg", jpegs[2])
+    write(root / "a" / "z.jpg", jpegs[3])
+    write(root / "a" / "readme.md", b"not an image")
+    write(tmp_path / "elsewhere" / "w.jpg", jpegs[4])
+    os.symlink(tmp_path / "elsewhere", root / "a" / "linked")
+    make_shards(root, "-o", tmp_path / "out" / "%d.tar")
+    ours = {key: int(members["cls"]) for key, members in read_all(tmp_path / "out")}
+    reference = datasets.ImageFolder(str(root))
+    theirs = {}
+    for path, label in reference.samples:
+        relative = os.path.relpath(path, root)
+        stem, _ = os.path.splitext(relative)
+        folder, name = os.path.split(stem)
+        theirs[os.path.join(folder, name.replace(".", "_"))] = label
+    assert ours == theirs
+    assert json.loads((tmp_path / "out" / "classes.json").read_text()) == reference.classes
 
 
 def restart_interval(jpeg):

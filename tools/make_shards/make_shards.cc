@@ -5,6 +5,7 @@
 //   make-shards [options] --synthetic N       N generated photo-like JPEGs
 // Output is byte-identical from run to run for the same input and options.
 #include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cerrno>
 #include <cctype>
@@ -12,6 +13,8 @@
 #include <cstdint>
 #include <clocale>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -120,13 +123,27 @@ void check_inputs(const po::variables_map& vars) {
   }
 }
 
-// The samples the command line asks for, checked and in writing order.
-[[nodiscard]] std::vector<Sample> select_samples(const po::variables_map& vars) {
+// Writes classes.json beside the shards: the class names as a JSON array,
+// label i naming classes[i] (what `tensorshow -C` and Python's json read).
+void write_class_names(const std::vector<std::string>& classes, const ShardPattern& pattern) {
+  const std::filesystem::path path = std::filesystem::path(pattern.format(0)).parent_path() / "classes.json";
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << nlohmann::json(classes).dump() << '\n';
+  out.close();
+  if (!out) throw IoError("cannot write " + path.string(), errno);
+  std::cout << "class names: " << path.string() << " (" << classes.size() << " classes)\n";
+}
+
+// The samples the command line asks for, checked and in writing order; an
+// ImageFolder tree's class names go to *classes.
+[[nodiscard]] std::vector<Sample> select_samples(const po::variables_map& vars, std::vector<std::string>* classes) {
   std::vector<Sample> samples;
   std::string source;
   if (vars.count("dir")) {
     source = vars["dir"].as<std::string>();
-    samples = scan_image_folder(source);
+    FolderSamples folder = scan_image_folder(source);
+    samples = std::move(folder.samples);
+    *classes = std::move(folder.classes);
   } else if (vars.count("list")) {
     source = vars["list"].as<std::string>();
     samples = read_list_file(source);
@@ -310,7 +327,8 @@ int run(int argc, char** argv) {
     return counts.damaged_shards ? 1 : 0;
   }
 
-  const std::vector<Sample> samples = select_samples(vars);
+  std::vector<std::string> classes;
+  const std::vector<Sample> samples = select_samples(vars, &classes);
   std::uint64_t unreadable_jpegs = 0;
   struct Item {
     const Sample* sample;
@@ -340,6 +358,7 @@ int run(int argc, char** argv) {
       });
   print_summary(writer.finish());
   if (unreadable_jpegs) std::cout << "JPEGs packed without restart markers (unreadable): " << unreadable_jpegs << '\n';
+  if (!classes.empty()) write_class_names(classes, ShardPattern(vars["output"].as<std::string>()));
   return 0;
 }
 

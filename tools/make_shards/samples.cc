@@ -95,15 +95,16 @@ namespace {
 
 }  // namespace
 
-std::vector<Sample> scan_image_folder(const fs::path& root) {
+FolderSamples scan_image_folder(const fs::path& root) {
   tensorcom::formats::ImageFolder folder = tensorcom::formats::scan_image_folder(root);
   for (const std::string& name : folder.empty_classes)
     std::cerr << "make-shards: class folder " << (root / name).string() << " holds no image (its label is kept)\n";
-  std::vector<Sample> samples;
-  samples.reserve(folder.images.size());
+  FolderSamples out;
+  out.samples.reserve(folder.images.size());
   for (const tensorcom::formats::FolderImage& image : folder.images)
-    samples.push_back(file_sample(image.file, image.relative, image.label));
-  return samples;
+    out.samples.push_back(file_sample(image.file, image.relative, image.label));
+  out.classes = std::move(folder.classes);
+  return out;
 }
 
 std::vector<Sample> read_list_file(const fs::path& list) {

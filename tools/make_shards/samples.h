@@ -18,11 +18,18 @@ struct Sample {
   std::uint64_t index = 0;     // which synthetic sample, when file is empty
 };
 
+// The images of an ImageFolder tree and its class names (label i is
+// classes[i]).
+struct FolderSamples {
+  std::vector<Sample> samples;
+  std::vector<std::string> classes;
+};
+
 // Returns the images of an ImageFolder tree, read by torchvision's rules
 // (tensorcom/formats/image_folder.h), keyed CLASS/.../NAME (dots in NAME
 // turned into '_'), with a warning for each class folder without images.
 // Throws IoError when a folder cannot be listed.
-[[nodiscard]] std::vector<Sample> scan_image_folder(const std::filesystem::path& root);
+[[nodiscard]] FolderSamples scan_image_folder(const std::filesystem::path& root);
 
 // Returns the samples of a list file, in its order: one "PATH LABEL" a line
 // (PATH may hold spaces; LABEL is an integer), blank lines and lines starting
