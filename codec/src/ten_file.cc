@@ -93,6 +93,7 @@ class PeriodFinder {
   // Keeps the first n signatures only; the finder is done with.
   void keep_first(std::size_t n) {
     signatures_.resize(std::min(n, signatures_.size()));
+    signatures_.shrink_to_fit();
     border_.clear();
     border_.shrink_to_fit();
   }
