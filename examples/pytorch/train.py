@@ -1,7 +1,18 @@
 #!/usr/bin/env python3
-"""Trains a torchvision ResNet and prints images/s, to compare input paths on
-one machine in one run. Each --data runs in turn, with a fresh model, for
---steps timed steps after --warmup untimed ones; a table compares them.
+"""Trains a torchvision ResNet from tensorcom servers, an ImageFolder or
+synthetic data, and says where the time goes.
+
+Two ways to run it:
+
+  timing (default)  each --data in turn, with a fresh model, for --steps
+                    timed steps after --warmup untimed ones; a table
+                    compares the inputs' images/s
+  --epochs N        training on one --data: N epochs of --epoch-size steps,
+                    each followed by an evaluation on --val (loss and
+                    accuracy) and a checkpoint (--checkpoint PATH, written
+                    atomically; --resume continues after its epoch)
+
+Inputs:
 
     --data tensorcom:URLS   batches from tensorcom servers (URLs brace-expanded,
                             several separated by spaces), e.g.
@@ -11,16 +22,32 @@ one machine in one run. Each --data runs in turn, with a fresh model, for
     --data synthetic        one random batch already on the device: the model's
                             own speed, the ceiling for the others
 
+--batch-size sets the batches of folder and synthetic; tensorcom input is
+re-batched to it (its servers' batches split or joined, the rest kept for
+the next step: every sample is used once, in the order it came). Without
+it, tensorcom batches are used as the servers send them.
+
+Progress: on a terminal, a bar with the rate and the time left (tqdm, if
+installed); otherwise a line every --report steps. Both give the share of
+the time spent waiting for data (tensorcom: the Connection's own measure of
+time blocked in recv; folder: time spent waiting on the DataLoader).
+
 Every path hands the model uint8 images normalized on the device, with AMP
 (float16 on CUDA, bfloat16 on CPU) and channels-last unless turned off.
 
     train.py --arch resnet50 --data tensorcom:zsub://127.0.0.1:7880 \\
         --data folder:/data/imagenet/train --workers 16 --data synthetic
+    train.py --data tensorcom:zsub://127.0.0.1:7880 --batch-size 256 \\
+        --epochs 90 --epoch-size 5004 --val tensorcom:zrpull://127.0.0.1:7890 \\
+        --val-size 200 --checkpoint resnet50.pt --resume
 
 From a build tree: PYTHONPATH=build/bindings examples/pytorch/train.py ...
+Errors end the program with one line on stderr and exit status 1.
 """
 
 import argparse
+import datetime
+import os
 import sys
 import time
 
@@ -30,16 +57,30 @@ import torchvision
 MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
 STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 
+# --batch-size for folder and synthetic when none is given.
+DEFAULT_BATCH_SIZE = 256
+
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    description, details = __doc__.split("\n\n", 1)
+    p = argparse.ArgumentParser(description=description, epilog=details,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", action="append", required=True,
-                   help="tensorcom:URLS, folder:DIR or synthetic (repeatable: each runs in turn)")
+                   help="tensorcom:URLS, folder:DIR or synthetic (repeatable when timing: each runs in turn)")
     p.add_argument("--arch", choices=["resnet18", "resnet50"], default="resnet50")
-    p.add_argument("--steps", type=int, default=100, help="timed steps per --data")
-    p.add_argument("--warmup", type=int, default=10, help="untimed steps before them")
-    p.add_argument("--batch-size", type=int, default=256, help="for folder and synthetic (tensorcom: the server's)")
+    p.add_argument("--steps", type=int, default=100, help="timing: timed steps per --data")
+    p.add_argument("--warmup", type=int, default=10, help="timing: untimed steps before them")
+    p.add_argument("--batch-size", type=int,
+                   help=f"images a step (folder, synthetic: default {DEFAULT_BATCH_SIZE}; "
+                        "tensorcom: re-batched to it, default the servers' batches)")
+    p.add_argument("--epochs", type=int, help="train for this many epochs (instead of timing)")
+    p.add_argument("--epoch-size", type=int,
+                   help="steps an epoch (default: tensorcom: the Connection's epoch, len(); "
+                        "folder: one pass; synthetic: --steps)")
+    p.add_argument("--val", help="evaluate after each epoch on this tensorcom stream (tensorcom:URLS or URLS)")
+    p.add_argument("--val-size", type=int, help="batches of --val an evaluation takes (required with --val)")
+    p.add_argument("--checkpoint", metavar="PATH", help="save model and optimizer here after each epoch")
+    p.add_argument("--resume", action="store_true", help="continue after the epoch saved in --checkpoint")
     p.add_argument("--image-size", type=int, default=224, help="for folder and synthetic")
     p.add_argument("--workers", type=int, default=8, help="DataLoader worker processes for folder")
     p.add_argument("--classes", type=int, default=1000)
@@ -48,34 +89,93 @@ def parse_args(argv):
     p.add_argument("--no-amp", dest="amp", action="store_false", help="train in float32")
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a tensorcom batch")
-    p.add_argument("--report", type=int, default=20, help="print a line every N steps (0: never)")
+    p.add_argument("--report", type=int, default=20,
+                   help="progress every N steps: a line, or on a terminal the bar's loss and waiting (0: never)")
     args = p.parse_args(argv)
     for data in args.data:
         if data != "synthetic" and not data.startswith(("tensorcom:", "folder:")):
             p.error(f"--data {data!r}: expected tensorcom:URLS, folder:DIR or synthetic")
+    for name in ("batch_size", "epochs", "epoch_size", "val_size"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            p.error(f"--{name.replace('_', '-')} {value}: must be at least 1")
+    if args.epochs is None:
+        given = [name for name in ("epoch_size", "val", "val_size", "checkpoint", "resume")
+                 if getattr(args, name) not in (None, False)]
+        if given:
+            p.error(", ".join("--" + name.replace("_", "-") for name in given) + ": only with --epochs")
+    else:
+        if len(args.data) > 1:
+            p.error("--epochs trains on one --data (several are for timing)")
+        if args.val is not None and args.val.startswith(("folder:", "synthetic")):
+            p.error(f"--val {args.val!r}: expected a tensorcom stream (tensorcom:URLS or URLS)")
+        if args.val is not None and args.val_size is None:
+            p.error("--val needs --val-size, the batches an evaluation takes: a stream has no end")
+        if args.resume and args.checkpoint is None:
+            p.error("--resume needs --checkpoint PATH")
     return args
 
 
-# --- input paths: each yields (images, labels) on the device -------------------------
+def say(line):
+    print(f"train: {line}", flush=True)
+
+
+# --- input paths: each gives (images, labels) on the device --------------------------
 
 # How often the trainer says it is still waiting for its first batch.
 WAIT_NOTICE_S = 5.0
 
 
-class TensorcomBatches:
-    """Batches from tensorcom servers; blocked_seconds() is the time spent
-    waiting for them (the Connection's own measure), for the starvation figure."""
+class Rebatcher:
+    """Batches of exactly batch_size from a function giving batches of any
+    size: larger ones are split, smaller ones joined, and what is left waits
+    for the next call, so every sample is handed out once, in order."""
 
-    def __init__(self, urls, args, device):
+    def __init__(self, next_batch, batch_size):
+        self.next_batch = next_batch  # () -> (images, labels)
+        self.batch_size = batch_size
+        self.pending = []  # (images, labels) received and not yet handed out
+        self.pending_count = 0
+
+    def __call__(self):
+        while self.pending_count < self.batch_size:
+            images, labels = self.next_batch()
+            self.pending.append((images, labels))
+            self.pending_count += images.shape[0]
+        if len(self.pending) == 1:  # views, no copy
+            images, labels = self.pending[0]
+        else:
+            images = torch.cat([p[0] for p in self.pending])
+            labels = torch.cat([p[1] for p in self.pending])
+        n = self.batch_size
+        self.pending = [(images[n:], labels[n:])] if images.shape[0] > n else []
+        self.pending_count -= n
+        return images[:n], labels[:n]
+
+
+class TensorcomBatches:
+    """Batches from tensorcom servers, re-batched to batch_size unless None;
+    blocked_seconds() is the time spent waiting for them (the Connection's own
+    measure), for the starvation figure."""
+
+    def __init__(self, urls, args, device, batch_size=None):
         import tensorcom
         converter = "torch_cuda" if device.type == "cuda" else "torch"
         self.urls = urls
         self.timeout = args.timeout
         self.connection = tensorcom.Connection(urls.split(), converters=converter, timeout=args.timeout)
         self.first = True
+        self.batch_size = batch_size
+        self.next_batch = self._received if batch_size is None else Rebatcher(self._received, batch_size)
 
     def __next__(self):
+        return self.next_batch()
+
+    def _received(self):
         batch = self._first_batch() if self.first else self.connection.recv()
+        if self.first:
+            rebatched = "" if self.batch_size in (None, batch[0].shape[0]) else f", re-batched to {self.batch_size}"
+            say(f"{self.urls}: batches of {batch[0].shape[0]}{rebatched}")
         self.first = False
         return batch[0], batch[1]  # a third tensor, if any, is metadata
 
@@ -84,15 +184,17 @@ class TensorcomBatches:
         import tensorcom
         start = time.monotonic()
         while True:
-            waited = time.monotonic() - start
-            left = self.timeout - waited
-            if left <= 0:
-                raise tensorcom.TimeoutError(f"no batch from {self.urls} in {self.timeout:g} s")
-            batch = self.connection.recv(timeout=min(WAIT_NOTICE_S, left))
+            left = self.timeout - (time.monotonic() - start)
+            batch = self.connection.recv(timeout=min(WAIT_NOTICE_S, max(left, 0)))
             if batch is not None:
                 return batch
-            print(f"train: waiting for a batch from {self.urls} ({time.monotonic() - start:.0f} s of "
-                  f"{self.timeout:g})", flush=True)
+            waited = time.monotonic() - start
+            if waited >= self.timeout:
+                raise tensorcom.TimeoutError(f"no batch from {self.urls} in {self.timeout:g} s")
+            say(f"waiting for a batch from {self.urls} ({waited:.0f} s of {self.timeout:g})")
+
+    def steps_per_epoch(self):
+        return len(self.connection)
 
     def blocked_seconds(self):
         return self.connection.stats.blocked_seconds
@@ -102,59 +204,136 @@ class TensorcomBatches:
 
 
 class GeneratorBatches:
-    """Another input path's generator, with no measure of waiting."""
+    """Another input path's generator; the time spent in it is the time
+    waiting for data."""
 
-    def __init__(self, generator):
+    def __init__(self, generator, steps_per_epoch):
         self.generator = generator
+        self.steps = steps_per_epoch
+        self.blocked = 0.0
 
     def __next__(self):
-        return next(self.generator)
+        start = time.perf_counter()
+        try:
+            return next(self.generator)
+        finally:
+            self.blocked += time.perf_counter() - start
+
+    def steps_per_epoch(self):
+        return self.steps
 
     def blocked_seconds(self):
-        return None
+        return self.blocked
 
     def close(self):
         self.generator.close()
 
 
-def folder_batches(root, args, device):
+def folder_loader(root, args, device):
     import torchvision.transforms as T
     transform = T.Compose([T.RandomResizedCrop(args.image_size), T.RandomHorizontalFlip(), T.PILToTensor()])
     dataset = torchvision.datasets.ImageFolder(root, transform)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=True, drop_last=True,
-                                         num_workers=args.workers, pin_memory=device.type == "cuda",
-                                         persistent_workers=args.workers > 0)
+    return torch.utils.data.DataLoader(dataset, batch_size=args.batch_size or DEFAULT_BATCH_SIZE, shuffle=True,
+                                       drop_last=True, num_workers=args.workers,
+                                       pin_memory=device.type == "cuda", persistent_workers=args.workers > 0)
+
+
+def folder_batches(loader, device):
     while True:
         for images, labels in loader:
             yield images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
 
 
 def synthetic_batches(args, device):
-    images = torch.randint(0, 256, (args.batch_size, 3, args.image_size, args.image_size), dtype=torch.uint8,
-                           device=device)
-    labels = torch.randint(0, args.classes, (args.batch_size,), device=device)
+    size = args.batch_size or DEFAULT_BATCH_SIZE
+    images = torch.randint(0, 256, (size, 3, args.image_size, args.image_size), dtype=torch.uint8, device=device)
+    labels = torch.randint(0, args.classes, (size,), device=device)
     while True:
         yield images, labels
 
 
 def batches(data, args, device):
     if data.startswith("tensorcom:"):
-        return TensorcomBatches(data[len("tensorcom:"):], args, device)
+        return TensorcomBatches(data[len("tensorcom:"):], args, device, args.batch_size)
     if data.startswith("folder:"):
-        return GeneratorBatches(folder_batches(data[len("folder:"):], args, device))
-    return GeneratorBatches(synthetic_batches(args, device))
+        loader = folder_loader(data[len("folder:"):], args, device)
+        return GeneratorBatches(folder_batches(loader, device), len(loader))
+    return GeneratorBatches(synthetic_batches(args, device), args.steps)
 
 
-def waiting_share(source, blocked_before, seconds):
-    """', waiting for data N%': the share of `seconds` the source spent blocked
-    since blocked_before (empty for sources that do not measure it)."""
-    blocked = source.blocked_seconds()
-    if blocked is None or seconds <= 0:
+def waiting_share(blocked, seconds):
+    """', waiting for data N%': the share of `seconds` blocked (empty when unknown)."""
+    if seconds <= 0:
         return ""
-    return f", waiting for data {100 * (blocked - blocked_before) / seconds:.0f}%"
+    return f", waiting for data {100 * blocked / seconds:.0f}%"
 
 
-# --- training -------------------------------------------------------------------------
+# --- progress -------------------------------------------------------------------------
+
+def progress_bar(label, total, first):
+    """A tqdm bar counting images on stdout, starting at `first` (the first
+    step's, left out of the rate: the bar starts when it is done), or None
+    when stdout is not a terminal or tqdm is not installed (then Progress
+    prints lines)."""
+    if not sys.stdout.isatty():
+        return None
+    try:
+        import tqdm
+    except ImportError:
+        return None
+    return tqdm.tqdm(total=total, initial=first, desc=f"train: {label}", unit="img", file=sys.stdout,
+                     dynamic_ncols=True)
+
+
+class Progress:
+    """The progress of `steps` steps on one source: a bar (images/s, time
+    left) on a terminal, else a line every `every` steps; both with the loss
+    and the share of the interval spent waiting for data."""
+
+    def __init__(self, label, steps, every, source, device):
+        self.label, self.steps, self.every = label, steps, every
+        self.source, self.device = source, device
+        self.bar = None  # made at the first step: the first batch gives its size
+        self.done = self.images = 0
+        synchronize(device)
+        self.start = self.interval_start = time.perf_counter()
+        self.blocked_start = self.blocked_interval = source.blocked_seconds()
+
+    def step(self, images, loss):
+        """Counts one step of `images` images; `loss` (a tensor) is read only when reported."""
+        self.done += 1
+        self.images += images
+        if self.done == 1:
+            self.bar = progress_bar(self.label, self.steps * images, images)
+        elif self.bar is not None:
+            self.bar.update(images)
+        if self.every > 0 and self.done % self.every == 0 and self.done < self.steps:
+            self.report(loss)
+
+    def report(self, loss):
+        synchronize(self.device)
+        now = time.perf_counter()
+        blocked = self.source.blocked_seconds()
+        waiting = waiting_share(blocked - self.blocked_interval, now - self.interval_start)
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"loss {loss.item():.3f}{waiting}")
+        else:
+            rate = self.images / (now - self.start)
+            left = (self.steps - self.done) * (now - self.start) / self.done
+            say(f"{self.label} step {self.done}/{self.steps} loss {loss.item():.3f} {rate:.1f} images/s{waiting}, "
+                f"{datetime.timedelta(seconds=round(left))} left")
+        self.interval_start, self.blocked_interval = now, blocked
+
+    def finish(self):
+        """Returns (images, seconds, waiting) of all the steps; closes the bar."""
+        synchronize(self.device)
+        seconds = time.perf_counter() - self.start
+        if self.bar is not None:
+            self.bar.close()
+        return self.images, seconds, waiting_share(self.source.blocked_seconds() - self.blocked_start, seconds)
+
+
+# --- the model --------------------------------------------------------------------------
 
 def grad_scaler(enabled):
     if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
@@ -165,6 +344,7 @@ def grad_scaler(enabled):
 class Trainer:
     def __init__(self, args, device):
         self.device = device
+        self.arch, self.classes = args.arch, args.classes
         self.memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
         self.model = getattr(torchvision.models, args.arch)(num_classes=args.classes)
         self.model = self.model.to(device, memory_format=self.memory_format).train()
@@ -184,15 +364,34 @@ class Trainer:
             x = x.float()
         return x, labels.to(self.device, non_blocking=True).long()
 
-    def step(self, images, labels):
+    def forward(self, images, labels):
+        """(logits, loss) under autocast."""
         x, y = self.prepare(images, labels)
         with torch.autocast(device_type=self.device.type, dtype=self.amp_dtype, enabled=self.amp):
-            loss = self.loss(self.model(x), y)
+            logits = self.model(x)
+            return logits, self.loss(logits, y)
+
+    def step(self, images, labels):
+        _, loss = self.forward(images, labels)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
         self.scaler.step(self.optimizer)
         self.scaler.update()
         return loss
+
+    def state(self, epoch):
+        return {"epoch": epoch, "arch": self.arch, "classes": self.classes, "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict()}
+
+    def load_state(self, state, path):
+        """Loads state() from the checkpoint at path; returns its epoch."""
+        if (state["arch"], state["classes"]) != (self.arch, self.classes):
+            raise ValueError(f"{path} holds a {state['arch']} with {state['classes']} classes, not a "
+                             f"{self.arch} with {self.classes}")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scaler.load_state_dict(state["scaler"])
+        return state["epoch"]
 
 
 def synchronize(device):
@@ -200,35 +399,139 @@ def synchronize(device):
         torch.cuda.synchronize(device)
 
 
-def run(data, args, device):
-    """Trains on one input path; returns (images, seconds) of the timed steps."""
+# --- timing ---------------------------------------------------------------------------
+
+def time_input(data, args, device):
+    """Trains on one input path; returns (images, seconds, waiting) of the timed steps."""
     trainer = Trainer(args, device)
     source = batches(data, args, device)
-    images_seen, start, loss = 0, None, None
-    blocked_at_start = blocked_at_report = 0.0
     try:
-        for step in range(args.warmup + args.steps):
-            if step == args.warmup:
-                synchronize(device)
-                start = report_start = time.perf_counter()
-                blocked_at_start = blocked_at_report = source.blocked_seconds() or 0.0
+        for _ in range(args.warmup):
+            trainer.step(*next(source))
+        progress = Progress(data, args.steps, args.report, source, device)
+        for _ in range(args.steps):
             images, labels = next(source)
-            loss = trainer.step(images, labels)
-            if step >= args.warmup:
-                images_seen += images.shape[0]
-                done = step - args.warmup + 1
-                if args.report > 0 and done % args.report == 0:
-                    synchronize(device)
-                    now = time.perf_counter()
-                    rate = images_seen / (now - start)
-                    waiting = waiting_share(source, blocked_at_report, now - report_start)
-                    print(f"train: {data} step {done} loss {loss.item():.3f} {rate:.1f} images/s{waiting}", flush=True)
-                    report_start, blocked_at_report = now, source.blocked_seconds() or 0.0
-        synchronize(device)
-        seconds = time.perf_counter() - start
-        return images_seen, seconds, waiting_share(source, blocked_at_start, seconds)
+            progress.step(images.shape[0], trainer.step(images, labels))
+        return progress.finish()
     finally:
         source.close()
+
+
+def time_inputs(args, device):
+    say(f"{args.warmup} warm-up + {args.steps} timed steps per input")
+    results = []
+    for data in args.data:
+        images, seconds, waiting = time_input(data, args, device)
+        rate = images / seconds if seconds > 0 else 0.0
+        results.append((data, rate))
+        say(f"{data}: {images} images in {seconds:.2f} s, {rate:.1f} images/s{waiting}")
+    if len(results) > 1:
+        width = max(len(data) for data, _ in results)
+        print(f"{'input':<{width}}  images/s")
+        for data, rate in results:
+            print(f"{data:<{width}}  {rate:9.1f}")
+
+
+# --- training -------------------------------------------------------------------------
+
+def save_checkpoint(path, state):
+    """Writes state to path atomically: a temporary file beside it, flushed to
+    disk, then renamed over it, so a crash leaves the old checkpoint or the new."""
+    temp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(temp, "xb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+    directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(directory)  # the rename itself
+    finally:
+        os.close(directory)
+
+
+def resume(args, trainer, device):
+    """The first epoch to train: 1, or the one after --checkpoint's with --resume."""
+    if not args.resume:
+        return 1
+    if not os.path.exists(args.checkpoint):
+        say(f"no checkpoint at {args.checkpoint}: starting at epoch 1")
+        return 1
+    # Tensors and plain values only, no code; torch 1.13's weights_only
+    # unpickler rejects floats, so there it loads as torch.save wrote it.
+    safe = {"weights_only": True} if int(torch.__version__.split(".")[0]) >= 2 else {}
+    state = torch.load(args.checkpoint, map_location=device, **safe)
+    epoch = trainer.load_state(state, args.checkpoint)
+    say(f"resumed from {args.checkpoint} after epoch {epoch}")
+    return epoch + 1
+
+
+def train_epoch(trainer, source, label, steps, args, device):
+    """One epoch of `steps` steps; prints its line."""
+    progress = Progress(label, steps, args.report, source, device)
+    total_loss = torch.zeros((), device=device)
+    for _ in range(steps):
+        images, labels = next(source)
+        loss = trainer.step(images, labels)
+        total_loss += loss.detach().float()
+        progress.step(images.shape[0], loss)
+    images, seconds, waiting = progress.finish()
+    say(f"{label}: loss {total_loss.item() / steps:.3f}, {images} images in {seconds:.2f} s, "
+        f"{images / seconds:.1f} images/s{waiting}")
+
+
+def evaluate(trainer, source, label, steps, args, device):
+    """Loss and accuracy over `steps` batches of source; prints its line."""
+    trainer.model.eval()
+    progress = Progress(label, steps, args.report, source, device)
+    total_loss = torch.zeros((), device=device)
+    correct = torch.zeros((), dtype=torch.int64, device=device)
+    with torch.no_grad():
+        for _ in range(steps):
+            images, labels = next(source)
+            logits, loss = trainer.forward(images, labels)
+            total_loss += loss.float() * labels.shape[0]
+            correct += (logits.argmax(1) == labels.to(device).long()).sum()
+            progress.step(images.shape[0], loss)
+    images, seconds, waiting = progress.finish()
+    trainer.model.train()
+    say(f"{label}: loss {total_loss.item() / images:.3f}, accuracy {100 * correct.item() / images:.2f}% "
+        f"({images} images in {seconds:.2f} s{waiting})")
+
+
+def train(args, device):
+    data = args.data[0]
+    trainer = Trainer(args, device)
+    first = resume(args, trainer, device)
+    if first > args.epochs:
+        say(f"{args.checkpoint} already holds epoch {first - 1} of {args.epochs}: nothing to do")
+        return
+    source = batches(data, args, device)
+    val = None
+    try:
+        if args.val is not None:
+            urls = args.val[len("tensorcom:"):] if args.val.startswith("tensorcom:") else args.val
+            val = TensorcomBatches(urls, args, device)
+        steps = args.epoch_size or source.steps_per_epoch()
+        whose = "" if args.epoch_size else " (the input's epoch; --epoch-size sets it)"
+        say(f"{data}: epochs {first} to {args.epochs}, {steps} steps each{whose}")
+        for epoch in range(first, args.epochs + 1):
+            label = f"epoch {epoch}/{args.epochs}"
+            train_epoch(trainer, source, label, steps, args, device)
+            if val is not None:
+                evaluate(trainer, val, f"{label} val", args.val_size, args, device)
+            if args.checkpoint is not None:
+                save_checkpoint(args.checkpoint, trainer.state(epoch))
+                say(f"saved epoch {epoch} to {args.checkpoint}")
+    finally:
+        source.close()
+        if val is not None:
+            val.close()
 
 
 def main(argv=None):
@@ -237,19 +540,11 @@ def main(argv=None):
     if args.channels_last and device.type == "cuda":
         torch.backends.cudnn.benchmark = True
     amp = ("float16" if device.type == "cuda" else "bfloat16") if args.amp else "off"
-    print(f"train: {args.arch} on {device}, amp {amp}, channels-last {args.channels_last}, "
-          f"{args.warmup} warm-up + {args.steps} timed steps per input", flush=True)
-    results = []
-    for data in args.data:
-        images, seconds, waiting = run(data, args, device)
-        rate = images / seconds if seconds > 0 else 0.0
-        results.append((data, images, seconds, rate))
-        print(f"train: {data}: {images} images in {seconds:.2f} s, {rate:.1f} images/s{waiting}", flush=True)
-    if len(results) > 1:
-        width = max(len(r[0]) for r in results)
-        print(f"{'input':<{width}}  images/s")
-        for data, _, _, rate in results:
-            print(f"{data:<{width}}  {rate:9.1f}")
+    say(f"{args.arch} on {device}, amp {amp}, channels-last {args.channels_last}")
+    if args.epochs is None:
+        time_inputs(args, device)
+    else:
+        train(args, device)
     return 0
 
 

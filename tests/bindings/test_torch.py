@@ -4,10 +4,14 @@ serve-ten too). Skipped without torch (torchvision for the example; CUDA for
 torch_cuda). Environment as test_bindings.py.
 """
 
+import importlib.util
 import os
+import pty
 import re
+import select
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 
 import numpy as np
@@ -98,14 +102,26 @@ def test_dataset_with_dataloader(ipc_dir):
     assert [b[1].tolist() for b in got] == [[i, i + 1, i + 2, i + 3] for i in range(3)]
 
 
-@contextmanager
-def serve_ten(tmp_path, url):
-    """serve-ten sending a small .ten file's batches forever on url; yields the bound port."""
+def need_tools():
     for exe in (SERVE_TEN, TENBIN):
         if not os.access(exe, os.X_OK):
             pytest.fail(f"{exe} is missing: set TENSORCOM_BUILD_DIR to the meson build dir")
-    path = tmp_path / "synth.ten"
-    subprocess.run([TENBIN, "synth", "-b", "4", "-s", "8", "-n", "2", "-o", str(path)], check=True, timeout=30)
+
+
+def synth_ten(tmp_path, name="synth", batch=4, size=8, count=2, classes=1000):
+    """A .ten file of `count` random batches (tenbin synth); returns its path."""
+    need_tools()
+    path = tmp_path / f"{name}.ten"
+    subprocess.run([TENBIN, "synth", "-b", str(batch), "-s", str(size), "-n", str(count), "--classes", str(classes),
+                    "-o", str(path)], check=True, timeout=30)
+    return path
+
+
+@contextmanager
+def serve_ten(tmp_path, url, path=None):
+    """serve-ten sending a .ten file's batches (default: a small synth_ten's) in
+    order, forever, on url; yields the bound port."""
+    path = path or synth_ten(tmp_path)
     proc = subprocess.Popen([SERVE_TEN, "-i", str(path), "--epochs", "0", url], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
     try:
@@ -184,24 +200,17 @@ def test_train_synthetic():
 
 
 def test_train_tensorcom_and_synthetic_in_one_run(tmp_path):
-    for exe in (SERVE_TEN, TENBIN):
-        if not os.access(exe, os.X_OK):
-            pytest.fail(f"{exe} is missing: set TENSORCOM_BUILD_DIR to the meson build dir")
-    path = tmp_path / "synth.ten"
-    subprocess.run([TENBIN, "synth", "-b", "4", "-s", "32", "-n", "2", "-o", str(path)], check=True, timeout=30)
+    path = synth_ten(tmp_path, size=32)
     assert len(tenbin.load_lists(str(path))) == 2
-    proc = subprocess.Popen([SERVE_TEN, "-i", str(path), "--epochs", "0", "zrpush://127.0.0.1:0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
-    try:
-        m = re.search(r"\[bound tcp://127\.0\.0\.1:(\d+)\]", proc.stdout.readline())
-        assert m
-        out = run_train("--data", f"tensorcom:zrpull://127.0.0.1:{m.group(1)}", "--data", "synthetic",
+    with serve_ten(tmp_path, "zrpush://127.0.0.1:0", path) as port:
+        out = run_train("--data", f"tensorcom:zrpull://127.0.0.1:{port}", "--data", "synthetic",
                         "--timeout", "20", "--no-amp")
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
-        proc.stdout.close()
-    assert re.search(r"train: tensorcom:zrpull://\S+: 8 images in [\d.]+ s", out), out
+    assert re.search(r"train: zrpull://\S+: batches of 4$", out, re.M), out
+    # The share of each interval's step time spent waiting, from the Connection's own measure.
+    assert re.search(r"train: tensorcom:zrpull://\S+ step 1/2 loss [\d.]+ [\d.]+ images/s, "
+                     r"waiting for data \d+%, 0:00:\d\d left$", out, re.M), out
+    assert re.search(r"train: tensorcom:zrpull://\S+: 8 images in [\d.]+ s, [\d.]+ images/s, "
+                     r"waiting for data \d+%$", out, re.M), out
     assert re.search(r"^synthetic\s+[\d.]+$", out, re.M), out
 
 
@@ -215,3 +224,125 @@ def test_train_folder_with_workers(tmp_path):
             Image.fromarray(pixels).save(tmp_path / label / f"{i}.png")
     out = run_train("--data", f"folder:{tmp_path}", "--workers", "1")
     assert re.search(r"train: folder:\S+: 8 images in [\d.]+ s", out), out
+
+
+def train_module():
+    """examples/pytorch/train.py, imported, to drive its input paths directly."""
+    pytest.importorskip("torchvision")
+    spec = importlib.util.spec_from_file_location("train_example", TRAIN)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("batch_size", [3, 5, 6])
+def test_train_rebatches_every_sample_once_in_order(tmp_path, batch_size):
+    # The server sends 3 batches of 4 an epoch: 3 splits them, 5 and 6 join them,
+    # 5 across the server's epochs too.
+    path = synth_ten(tmp_path, count=3, classes=1 << 30)
+    lists = tenbin.load_lists(str(path))
+    sent_images = np.concatenate([images for images, _ in lists] * 3)
+    sent_labels = np.concatenate([labels for _, labels in lists] * 3)
+    train = train_module()
+    args = train.parse_args(["--data", "synthetic", "--timeout", "20"])
+    with serve_ten(tmp_path, "zrpush://127.0.0.1:0", path) as port:
+        source = train.TensorcomBatches(f"zrpull://127.0.0.1:{port}", args, torch.device("cpu"), batch_size)
+        try:
+            got = [next(source) for _ in range(-(-26 // batch_size))]  # two server epochs and more
+        finally:
+            source.close()
+    assert all(images.shape[0] == batch_size and labels.shape[0] == batch_size for images, labels in got)
+    n = len(got) * batch_size
+    assert torch.cat([labels for _, labels in got]).tolist() == sent_labels[:n].tolist()
+    images = torch.cat([images for images, _ in got]).permute(0, 2, 3, 1)  # BCHW back to the sent BHWC
+    assert np.array_equal(images.numpy(), sent_images[:n])
+
+
+def test_train_options_that_need_epochs_are_refused(capsys):
+    train = train_module()
+    for argv, message in [(["--val", "zsub://h:1", "--val-size", "1"], "--val, --val-size: only with --epochs"),
+                          (["--epochs", "1", "--val", "zsub://h:1"], "--val needs --val-size"),
+                          (["--epochs", "1", "--resume"], "--resume needs --checkpoint"),
+                          (["--epochs", "1", "--data", "synthetic"], "--epochs trains on one --data"),
+                          (["--batch-size", "0"], "--batch-size 0: must be at least 1")]:
+        with pytest.raises(SystemExit) as exit:
+            train.parse_args(["--data", "synthetic", *argv])
+        assert exit.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+def test_train_epochs_val_checkpoint_and_resume(tmp_path):
+    train_ten = synth_ten(tmp_path, "train", size=16, count=3, classes=10)  # 12 images an epoch
+    val_ten = synth_ten(tmp_path, "val", size=16, count=2, classes=10)
+    checkpoint = tmp_path / "model.pt"
+    with serve_ten(tmp_path, "zrpush://127.0.0.1:0", train_ten) as train_port, \
+            serve_ten(tmp_path, "zrpush://127.0.0.1:0", val_ten) as val_port:
+        options = ["--data", f"tensorcom:zrpull://127.0.0.1:{train_port}", "--batch-size", "6", "--epoch-size", "2",
+                   "--val", f"tensorcom:zrpull://127.0.0.1:{val_port}", "--val-size", "2", "--classes", "10",
+                   "--checkpoint", str(checkpoint), "--timeout", "20", "--no-amp"]
+        out = run_train("--epochs", "2", *options)
+        assert re.search(r"train: zrpull://\S+: batches of 4, re-batched to 6$", out, re.M), out
+        for epoch in (1, 2):
+            assert re.search(rf"train: epoch {epoch}/2 step 1/2 loss [\d.]+ [\d.]+ images/s, "
+                             r"waiting for data \d+%", out), out
+            assert re.search(rf"train: epoch {epoch}/2: loss [\d.]+, 12 images in [\d.]+ s", out), out
+            assert re.search(rf"train: epoch {epoch}/2 val: loss [\d.]+, accuracy [\d.]+% \(8 images", out), out
+            assert f"train: saved epoch {epoch} to {checkpoint}" in out
+        assert torch.load(str(checkpoint))["epoch"] == 2
+
+        out = run_train("--epochs", "3", "--resume", *options)
+        assert f"train: resumed from {checkpoint} after epoch 2" in out
+        assert "epoch 1/3" not in out and "epoch 2/3" not in out, out
+        assert re.search(r"train: epoch 3/3 val: loss [\d.]+, accuracy [\d.]+%", out), out
+    assert torch.load(str(checkpoint))["epoch"] == 3
+    assert sorted(os.listdir(tmp_path)) == ["model.pt", "train.ten", "val.ten"]  # no temporary file left
+
+
+def run_train_failing(*args):
+    """Runs train.py expecting failure; returns its stderr."""
+    pytest.importorskip("torchvision")
+    r = subprocess.run([sys.executable, TRAIN, "--device", "cpu", *args], capture_output=True, text=True,
+                       timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 1, r.stderr
+    return r.stderr
+
+
+def test_train_errors_are_one_line():
+    err = run_train_failing("--data", "tensorcom:zrpull://127.0.0.1:notaport")
+    assert re.fullmatch(r"train: error: UrlError: .*'zrpull://127\.0\.0\.1:notaport'.*\n", err), err
+    err = run_train_failing("--data", "tensorcom:zrpull+ipc:///nonexistent-dir/none", "--timeout", "0.5")
+    assert re.fullmatch(r"train: error: TimeoutError: no batch from \S+ in 0\.5 s\n", err), err
+
+
+def test_train_progress_bar_on_a_terminal():
+    pytest.importorskip("tqdm")
+    pytest.importorskip("torchvision")
+    master, terminal = pty.openpty()
+    cmd = [sys.executable, TRAIN, "--arch", "resnet18", "--steps", "3", "--warmup", "0", "--batch-size", "2",
+           "--image-size", "16", "--device", "cpu", "--report", "1", "--no-amp", "--data", "synthetic"]
+    proc = subprocess.Popen(cmd, stdout=terminal, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    os.close(terminal)
+    out = b""
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if not select.select([master], [], [], 1)[0]:
+                continue
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the terminal's other end closed
+                break
+            if not chunk:
+                break
+            out += chunk
+        assert proc.wait(timeout=30) == 0, proc.stderr.read()
+    finally:
+        os.close(master)
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()
+    text = out.decode(errors="replace")
+    # tqdm's bar: images done of the total, the time so far < the time left, the rate.
+    assert re.search(r"train: synthetic: +100%.* 6/6 \[[\d:]+<[\d:]+, +[\d.]+img/s, loss [\d.]+, waiting for data",
+                     text), text
+    assert "step 1/3" not in text  # no plain lines on a terminal
