@@ -4,6 +4,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tensorcom/formats/printable.h"
 #include "tensorcom/programs/program.h"
 
 namespace po = boost::program_options;
@@ -90,15 +91,9 @@ void ImageServerCli::finish() {
   ImageServerOptions& s = server;
   if (s.addresses.empty()) s.addresses = {programs::kDefaultServeUrl};
   s.augment.validation = vars_.count("val") > 0;
-  if (interpolation_ == "bilinear") {
-    s.augment.resample = Resample::kBilinear;
-  } else if (interpolation_ == "bicubic") {
-    s.augment.resample = Resample::kBicubic;
-  } else if (interpolation_ == "fast") {
-    s.augment.resample = Resample::kFast;
-  } else {
-    throw ArgumentError("--interpolation must be bilinear, bicubic or fast, not '" + interpolation_ + "'");
-  }
+  const std::optional<Resample> resample = parse_resample(interpolation_);
+  if (!resample) throw ArgumentError("--interpolation must be bilinear, bicubic or fast, not '" + formats::printable(interpolation_) + "'");
+  s.augment.resample = *resample;
   s.should_stop = programs::stop_requested;
   programs::install_stop_handlers();
   s.format.metadata = vars_.count("meta") > 0;

@@ -38,31 +38,23 @@ void cmyk_to_rgbx(const JpegRegion& region) {
   }
 }
 
-// Any decoded OpenCV image as 8-bit RGB.
-cv::Mat to_rgb8(const cv::Mat& image) {
+// Any decoded OpenCV image as 8-bit RGB, or RGBX (four bytes a pixel, as
+// the JPEG decoder gives them) when padded: one conversion either way.
+cv::Mat to_8bit(const cv::Mat& image, bool padded) {
   cv::Mat eight = image;
   if (image.depth() == CV_16U) {
     image.convertTo(eight, CV_8U, 1.0 / 257.0);
   } else if (image.depth() != CV_8U) {
     throw SampleError("undecodable", "unsupported pixel depth " + std::to_string(image.depth()));
   }
-  cv::Mat rgb;
+  cv::Mat out;
   switch (eight.channels()) {
-    case 1: cv::cvtColor(eight, rgb, cv::COLOR_GRAY2RGB); break;
-    case 3: cv::cvtColor(eight, rgb, cv::COLOR_BGR2RGB); break;
-    case 4: cv::cvtColor(eight, rgb, cv::COLOR_BGRA2RGB); break;
+    case 1: cv::cvtColor(eight, out, padded ? cv::COLOR_GRAY2RGBA : cv::COLOR_GRAY2RGB); break;
+    case 3: cv::cvtColor(eight, out, padded ? cv::COLOR_BGR2RGBA : cv::COLOR_BGR2RGB); break;
+    case 4: cv::cvtColor(eight, out, padded ? cv::COLOR_BGRA2RGBA : cv::COLOR_BGRA2RGB); break;
     default: throw SampleError("undecodable", std::to_string(eight.channels()) + " channels");
   }
-  return rgb;
-}
-
-// Any decoded OpenCV image as 8-bit RGBX (four bytes a pixel, as the JPEG
-// decoder gives them).
-cv::Mat to_rgbx8(const cv::Mat& image) {
-  cv::Mat rgb = to_rgb8(image);
-  cv::Mat rgbx;
-  cv::cvtColor(rgb, rgbx, cv::COLOR_RGB2RGBA);
-  return rgbx;
+  return out;
 }
 
 // Resizes src into the size x size output and flips it if asked.
@@ -74,6 +66,13 @@ void resize_into(const cv::Mat& src, int size, bool flip, std::uint8_t* out) {
 }
 
 }  // namespace
+
+std::optional<Resample> parse_resample(std::string_view name) noexcept {
+  if (name == "bilinear") return Resample::kBilinear;
+  if (name == "bicubic") return Resample::kBicubic;
+  if (name == "fast") return Resample::kFast;
+  return std::nullopt;
+}
 
 bool looks_like_jpeg(std::span<const std::byte> bytes) noexcept {
   return bytes.size() >= 3 && bytes[0] == std::byte{0xff} && bytes[1] == std::byte{0xd8} && bytes[2] == std::byte{0xff};
@@ -228,12 +227,12 @@ void ImageAugmenter::augment_other(std::span<const std::byte> encoded, std::mt19
   bool flip = draw_flip(rng);
   record(image.cols, image.rows, box, flip);
   if (options_.resample == Resample::kFast) {
-    cv::Mat rgb = to_rgb8(image(cv::Rect(box.x, box.y, box.width, box.height)));
+    cv::Mat rgb = to_8bit(image(cv::Rect(box.x, box.y, box.width, box.height)), false);
     resize_into(rgb, size_, flip, out);
     return;
   }
   if (options_.validation) box = {0, 0, image.cols, image.rows};
-  cv::Mat rgbx = to_rgbx8(image(cv::Rect(box.x, box.y, box.width, box.height)));
+  cv::Mat rgbx = to_8bit(image(cv::Rect(box.x, box.y, box.width, box.height)), true);
   const Axes axes = pillow_axes(image.cols, image.rows, box);
   pillow_.resize_to_rgb(rgbx.ptr<std::uint8_t>(0), rgbx.step, 0, 0, axes.x, axes.y, flip, out);
 }

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -33,6 +34,9 @@ enum class Resample {
   kBilinear,  // full-scale decode, Pillow's antialiased BILINEAR: torchvision's pixels
   kBicubic,   // full-scale decode, Pillow's BICUBIC
 };
+
+// "bilinear", "bicubic" or "fast"; nothing for any other name.
+[[nodiscard]] std::optional<Resample> parse_resample(std::string_view name) noexcept;
 
 struct AugmentOptions {
   bool validation = false;           // resize the shorter side to size*256/224, centre crop

@@ -193,7 +193,9 @@ void PillowResampler::run(const std::uint8_t* rgbx, std::size_t stride, int orig
   // 16 bytes of slack: the vector loops load whole 16-byte groups.
   horizontal_.resize(row_bytes * static_cast<std::size_t>(rows) + 16);
   line_.resize(row_bytes + 16);
-  (void)vector;
+#ifndef TENSORCOM_HAVE_SSSE3_PATH
+  (void)vector;  // no vector loops in this build
+#endif
   // Horizontal pass over the rows the vertical taps read, into 8 bits.
   for (int r = 0; r < rows; ++r) {
     const std::uint8_t* src = rgbx + static_cast<std::size_t>(y.source_first() + r - origin_y) * stride;

@@ -30,8 +30,12 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[first], "--decode-only") == 0) {
       decode_only = true;
     } else if (std::strcmp(argv[first], "--interpolation") == 0 && first + 1 < argc) {
-      const std::string name = argv[++first];
-      options.resample = name == "fast" ? Resample::kFast : name == "bicubic" ? Resample::kBicubic : Resample::kBilinear;
+      const auto resample = parse_resample(argv[++first]);
+      if (!resample) {
+        std::fprintf(stderr, "augment-alone: --interpolation takes bilinear, bicubic or fast\n");
+        return 2;
+      }
+      options.resample = *resample;
     }
   }
   auto jpegs = bench::load_jpegs<std::byte>("augment-alone", first, argc, argv);

@@ -714,6 +714,15 @@ def test_missing_shards_option_exits_2():
     assert "shards" in err or "-u" in err, err
 
 
+@pytest.mark.parametrize("value", ["nearest", "", "BILINEAR", "bilinear\x1b[2J" + "x" * 5000])
+def test_unknown_interpolation_exits_1_naming_the_choices(clean_data, value):
+    paths, _ = clean_data
+    rc, out, err = h.run_plain(["-u", paths[0], "--epochs", "1", "--interpolation", value, "zpush+ipc:///tmp/tcs-nothing"])
+    assert rc == 1, (rc, out, err)
+    assert "--interpolation must be bilinear, bicubic or fast" in err, err
+    assert "\x1b" not in err  # escaped, as every outside text in a message
+
+
 def test_all_shards_missing_exits_1_saying_no_samples(root, rundir):
     pattern = os.path.join(root, "nowhere-{0..2}.tar")
     r = run(["-u", pattern, "--epochs", "1", "-b", "4", "--size", "32", "-r", "0"], rundir)
