@@ -18,6 +18,15 @@ inline bool cpu_has_sse41() {
 #endif
 }
 
+inline bool cpu_has_avx2() {
+#ifdef TENSORCOM_HAVE_SSSE3_PATH
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return avx2;
+#else
+  return false;
+#endif
+}
+
 inline bool cpu_has_ssse3() {
 #ifdef TENSORCOM_HAVE_SSSE3_PATH
   static const bool ssse3 = __builtin_cpu_supports("ssse3");

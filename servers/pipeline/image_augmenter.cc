@@ -146,6 +146,9 @@ JpegRegion ImageAugmenter::decode_jpeg_box(std::span<const std::byte> encoded, c
   JpegRegion region = jpeg_->decode(box.x - origin.x, box.y - origin.y, box.width, box.height, num, region_);
   ++jpeg_counts_.total;
   if (slice) ++jpeg_counts_.sliced;
+  // The slice starts on an MCU boundary, a multiple of 8 pixels: num/8 of it is whole.
+  region.x += origin.x * num / 8;
+  region.y += origin.y * num / 8;
   if (region.cmyk) cmyk_to_rgbx(region);
   return region;
 }
@@ -164,24 +167,65 @@ ImageAugmenter::DecodedCrop ImageAugmenter::decode_jpeg_crop(std::span<const std
 struct ImageAugmenter::Axes {
   ResampleAxis x;
   ResampleAxis y;
+  int origin_x;  // the axes' pixel 0, in pixels of the image decoded at num/8
+  int origin_y;
 };
 
-ImageAugmenter::Axes ImageAugmenter::pillow_axes(int width, int height, const CropBox& box) const {
+namespace {
+
+// One axis of Pillow's resize of the source pixels [first, first + length)
+// of a line `whole` pixels long, decoded at scale num/8: the span falls
+// between pixels unless num is 8. Coordinates are made relative to the
+// span's first whole pixel (*origin), so that at full scale the axis is the
+// one Pillow computes for the cropped image, to the bit.
+ResampleAxis scaled_axis(ResampleFilter filter, int first, int length, int whole, int num, int out_size,
+                         int out_first, int out_count, int* origin) {
+  const double begin = first * num / 8.0, end = (first + length) * num / 8.0;
+  *origin = static_cast<int>(std::floor(begin));
+  const int scaled_whole = (whole * num + 7) / 8;  // libjpeg's scaled size, rounded up
+  const int clamp_end = std::min(static_cast<int>(std::ceil(end)), scaled_whole) - *origin;
+  return ResampleAxis(filter, SourceSpan{begin - *origin, end - *origin, 0, clamp_end}, out_size, out_first,
+                      out_count);
+}
+
+}  // namespace
+
+int ImageAugmenter::choose_pillow_scale(int span_w, int span_h, int out_w, int out_h) const {
+  // Pillow's antialiasing filter spans the shrink factor; a DCT-scaled decode
+  // first shrinks by num/8 with a different (sharper) lowpass. Where enough
+  // shrinking is left for Pillow's filter to do, the two agree closely (the
+  // fidelity tests and tests/bench/fidelity_photos.py measure how closely).
+  for (int num = 1; num < 8; ++num) {
+    if (span_w * num >= kDctShrinkLeft * 8 * out_w && span_h * num >= kDctShrinkLeft * 8 * out_h) return num;
+  }
+  return 8;
+}
+
+ImageAugmenter::Axes ImageAugmenter::pillow_axes(int width, int height, const CropBox& box, int num) const {
   const ResampleFilter filter =
       options_.resample == Resample::kBicubic ? ResampleFilter::kBicubic : ResampleFilter::kBilinear;
+  int ox = 0, oy = 0;
   if (!options_.validation) {
-    return {ResampleAxis(filter, box.width, size_, 0, size_), ResampleAxis(filter, box.height, size_, 0, size_)};
+    ResampleAxis x = scaled_axis(filter, box.x, box.width, width, num, size_, 0, size_, &ox);
+    ResampleAxis y = scaled_axis(filter, box.y, box.height, height, num, size_, 0, size_, &oy);
+    return {std::move(x), std::move(y), ox, oy};
   }
   // torchvision's Resize(resize_to): the shorter side becomes resize_to, the
   // longer int(resize_to * long / short); then CenterCrop(size) starts at
   // int(round((new - size) / 2.0)), Python's round (half to even).
+  const ResizedImage r = resized_for_validation(width, height);
+  ResampleAxis x = scaled_axis(filter, 0, width, width, num, r.width, r.left, size_, &ox);
+  ResampleAxis y = scaled_axis(filter, 0, height, height, num, r.height, r.top, size_, &oy);
+  return {std::move(x), std::move(y), ox, oy};
+}
+
+ImageAugmenter::ResizedImage ImageAugmenter::resized_for_validation(int width, int height) const {
   const int shorter = std::min(width, height), longer = std::max(width, height);
   const int new_long = static_cast<int>(static_cast<double>(std::int64_t{resize_to_} * longer) / shorter);
   const int new_w = width <= height ? resize_to_ : new_long;
   const int new_h = width <= height ? new_long : resize_to_;
-  const int left = static_cast<int>(std::nearbyint((new_w - size_) / 2.0));
-  const int top = static_cast<int>(std::nearbyint((new_h - size_) / 2.0));
-  return {ResampleAxis(filter, width, new_w, left, size_), ResampleAxis(filter, height, new_h, top, size_)};
+  return {new_w, new_h, static_cast<int>(std::nearbyint((new_w - size_) / 2.0)),
+          static_cast<int>(std::nearbyint((new_h - size_) / 2.0))};
 }
 
 void ImageAugmenter::augment_jpeg_as_pillow(std::span<const std::byte> encoded, std::mt19937_64& rng,
@@ -191,13 +235,23 @@ void ImageAugmenter::augment_jpeg_as_pillow(std::span<const std::byte> encoded, 
   const CropBox box = options_.validation ? CropBox{0, 0, info.width, info.height} : choose_crop(info.width, info.height, rng);
   const bool flip = draw_flip(rng);
   record(info.width, info.height, box, flip);
-  const Axes axes = pillow_axes(info.width, info.height, box);
-  // Only the source pixels the taps read are decoded, at full scale.
-  const CropBox read{box.x + axes.x.source_first(), box.y + axes.y.source_first(),
-                     axes.x.source_end() - axes.x.source_first(), axes.y.source_end() - axes.y.source_first()};
-  JpegRegion region = decode_jpeg_box(encoded, read, 8);
-  pillow_.resize_to_rgb(region.pixels, region.stride, axes.x.source_first(), axes.y.source_first(), axes.x, axes.y,
-                        flip, out);
+  int num = 8;
+  if (options_.validation) {
+    const ResizedImage r = resized_for_validation(info.width, info.height);
+    num = choose_pillow_scale(info.width, info.height, r.width, r.height);
+  } else {
+    num = choose_pillow_scale(box.width, box.height, size_, size_);
+  }
+  const Axes axes = pillow_axes(info.width, info.height, box, num);
+  // Only the pixels the taps read are decoded: the box of source pixels
+  // whose num/8 scaling covers them.
+  const int sx0 = axes.origin_x + axes.x.source_first(), sx1 = axes.origin_x + axes.x.source_end();
+  const int sy0 = axes.origin_y + axes.y.source_first(), sy1 = axes.origin_y + axes.y.source_end();
+  const int x0 = sx0 * 8 / num, y0 = sy0 * 8 / num;
+  const int x1 = std::min((sx1 * 8 + num - 1) / num, info.width), y1 = std::min((sy1 * 8 + num - 1) / num, info.height);
+  JpegRegion region = decode_jpeg_box(encoded, CropBox{x0, y0, x1 - x0, y1 - y0}, num);
+  pillow_.resize_to_rgb(region.pixels, region.stride, region.x - axes.origin_x, region.y - axes.origin_y, axes.x,
+                        axes.y, flip, out);
 }
 
 void ImageAugmenter::augment_jpeg(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out) {
@@ -233,8 +287,9 @@ void ImageAugmenter::augment_other(std::span<const std::byte> encoded, std::mt19
   }
   if (options_.validation) box = {0, 0, image.cols, image.rows};
   cv::Mat rgbx = to_8bit(image(cv::Rect(box.x, box.y, box.width, box.height)), true);
-  const Axes axes = pillow_axes(image.cols, image.rows, box);
-  pillow_.resize_to_rgb(rgbx.ptr<std::uint8_t>(0), rgbx.step, 0, 0, axes.x, axes.y, flip, out);
+  const Axes axes = pillow_axes(image.cols, image.rows, box, 8);
+  pillow_.resize_to_rgb(rgbx.ptr<std::uint8_t>(0), rgbx.step, box.x - axes.origin_x, box.y - axes.origin_y, axes.x,
+                        axes.y, flip, out);
 }
 
 }  // namespace tensorcom::pipeline

@@ -105,8 +105,21 @@ class ImageAugmenter {
   // The two axes that take a width x height source to the output as
   // torchvision does: the crop box resized (training), or the whole image
   // resized to resize_to on its shorter side, then centre-cropped.
+  // Decoded at scale num/8.
   struct Axes;
-  [[nodiscard]] Axes pillow_axes(int width, int height, const CropBox& box) const;
+  [[nodiscard]] Axes pillow_axes(int width, int height, const CropBox& box, int num) const;
+  // What Resize(resize_to) makes of a width x height image, and where
+  // CenterCrop(size) starts in it.
+  struct ResizedImage {
+    int width, height, left, top;
+  };
+  [[nodiscard]] ResizedImage resized_for_validation(int width, int height) const;
+  // The DCT scale num/8 to decode at before resizing span_w x span_h source
+  // pixels to out_w x out_h: the smallest that leaves at least
+  // kDctShrinkLeft of the shrinking to Pillow's filter; 8 (full scale)
+  // where the shrink is smaller.
+  [[nodiscard]] int choose_pillow_scale(int span_w, int span_h, int out_w, int out_h) const;
+  static constexpr int kDctShrinkLeft = 2;
   // Decodes `box` of the JPEG whose header was just read, at scale num/8,
   // through its restart intervals when it has them.
   [[nodiscard]] JpegRegion decode_jpeg_box(std::span<const std::byte> encoded, const CropBox& box, int num);

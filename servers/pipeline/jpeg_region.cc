@@ -129,7 +129,8 @@ JpegRegion JpegRegionDecoder::decode(int x, int y, int w, int h, int scale_num,
                                                                      : "undecodable";
     throw SampleError(reason, std::string("JPEG: ") + state_->err.message);
   }
-  return JpegRegion{buffer.data() + static_cast<std::size_t>(x0 - strip_x) * channels, static_cast<int>(x1 - x0),
+  return JpegRegion{buffer.data() + static_cast<std::size_t>(x0 - strip_x) * channels, static_cast<int>(x0),
+                    static_cast<int>(y0), static_cast<int>(x1 - x0),
                     static_cast<int>(y1 - y0), stride, info_.cmyk};
 }
 

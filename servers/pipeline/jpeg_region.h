@@ -25,6 +25,8 @@ struct JpegInfo {
 // iMCU-aligned strip).
 struct JpegRegion {
   std::uint8_t* pixels = nullptr;
+  int x = 0;  // where pixels lies in the decoded image, in scaled pixels
+  int y = 0;
   int width = 0;
   int height = 0;
   std::size_t stride = 0;
@@ -42,8 +44,8 @@ class JpegRegionDecoder {
 
   // Reads the header. Throws SampleError("undecodable", ...).
   [[nodiscard]] JpegInfo read_header(std::span<const std::byte> jpeg);
-  // Decodes the box (x, y, w, h) of the source at scale num/8 (num 1, 2, 4
-  // or 8) into buffer; the box's coordinates are source pixels. Returns the
+  // Decodes the box (x, y, w, h) of the source at scale num/8 (num 1 to 8)
+  // into buffer; the box's coordinates are source pixels. Returns the
   // decoded box at the reduced scale. Throws SampleError.
   [[nodiscard]] JpegRegion decode(int x, int y, int w, int h, int scale_num,
                                   std::vector<std::uint8_t>& buffer);

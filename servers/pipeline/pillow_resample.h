@@ -22,12 +22,27 @@ enum class ResampleFilter {
   kBicubic,   // PIL.Image.BICUBIC
 };
 
+// The stretch of source pixels an axis resizes, as Pillow's `box`: from
+// `first` to `end` in pixel edges (fractions allowed), with taps kept to
+// [clamp_first, clamp_end), the pixels that exist.
+struct SourceSpan {
+  double first = 0;
+  double end = 0;
+  int clamp_first = 0;
+  int clamp_end = 0;
+};
+
 // Where each computed output pixel of one axis reads, and with what weights.
 class ResampleAxis {
  public:
+  // The whole of in_size pixels, as Image.resize without a box.
   // REQUIRES: in_size, out_size > 0; 0 <= out_first, out_count > 0,
   // out_first + out_count <= out_size.
   ResampleAxis(ResampleFilter filter, int in_size, int out_size, int out_first, int out_count);
+  // A span of the source, as Image.resize(box=...): used where the source
+  // was decoded at a reduced DCT scale, so the box falls between pixels.
+  // REQUIRES: as above, and first < end, clamp_first < clamp_end.
+  ResampleAxis(ResampleFilter filter, const SourceSpan& span, int out_size, int out_first, int out_count);
 
   // The source pixels the computed outputs read: [source_first, source_end).
   [[nodiscard]] int source_first() const noexcept { return source_first_; }
@@ -40,34 +55,80 @@ class ResampleAxis {
   [[nodiscard]] const std::int32_t* weights(int i) const noexcept {
     return weights_.data() + static_cast<std::size_t>(i) * stride_;
   }
+  // The same weights for 16-bit multiply-adds: each weight w split as
+  // hi * 2^11 + lo (0 <= lo < 2^11), both 16-bit, so that
+  // sum(p * hi) * 2^11 + sum(p * lo) is sum(p * w) exactly.
+  //
+  // By window, for a horizontal pass: every output reads the same number of
+  // pixels, window() from window_first(i), all inside [source_first,
+  // source_end), in groups of four: 16 int32s a group, the 16-bit pairs
+  // (hi[p], hi[p+1]) four times, (hi[p+2], hi[p+3]) four times, then the
+  // same for lo; pixels outside the output's taps weigh 0. A loop over
+  // them neither branches on the tap count nor reads outside the source.
+  // Empty (has_windows() false) when the source is narrower than a window.
+  static constexpr int kGroupPixels = 4;
+  static constexpr int kGroupInts = 16;
+  [[nodiscard]] bool has_windows() const noexcept { return !window_weights_.empty(); }
+  [[nodiscard]] int window() const noexcept { return window_; }
+  [[nodiscard]] int window_first(int i) const noexcept { return window_first_[static_cast<std::size_t>(i)]; }
+  [[nodiscard]] const std::int32_t* window_weights(int i) const noexcept {
+    return window_weights_.data() + static_cast<std::size_t>(i) * window_ * kGroupInts / kGroupPixels;
+  }
+  // By tap pair, for a vertical pass: (hi[t], hi[t+1]) then (lo[t],
+  // lo[t+1]) as 16-bit pairs in an int32 each, for t = 0, 2, ...; a
+  // missing last tap weighs 0.
+  [[nodiscard]] const std::int32_t* tap_pairs(int i) const noexcept {
+    return tap_pairs_.data() + static_cast<std::size_t>(i) * pair_stride_;
+  }
 
  private:
+  void pack_windows();
+  void pack_tap_pairs();
+
   std::vector<int> first_;
   std::vector<int> taps_;
   std::vector<std::int32_t> weights_;  // stride_ a row
   std::size_t stride_ = 0;
+  int window_ = 0;
+  std::vector<int> window_first_;
+  std::vector<std::int32_t> window_weights_;
+  std::vector<std::int32_t> tap_pairs_;  // pair_stride_ a row
+  std::size_t pair_stride_ = 0;
   int source_first_ = 0;
   int source_end_ = 0;
+};
+
+// Which loops run the passes; all give the same bits.
+enum class ResampleKernels {
+  kPortable,
+  kSse41,  // 32-bit multiplies, four channels at a time
+  kAvx2,   // 16-bit multiply-adds on split weights, eight or sixteen lanes
 };
 
 // Runs the two passes. One per worker thread: it keeps its row memory.
 class PillowResampler {
  public:
+  // Whether this build and CPU can run those loops.
+  [[nodiscard]] static bool available(ResampleKernels kernels) noexcept;
+  // The fastest available.
+  [[nodiscard]] static ResampleKernels fastest() noexcept;
+
   // Reads the source box [x.source_first, x.source_end) x [y.source_first,
   // y.source_end) of an RGBX image whose pixel (origin_x, origin_y) is at
   // `rgbx` (rows `stride` bytes apart), and writes x.out_count() x
   // y.out_count() RGB pixels to out, rows mirrored if flip (after
   // resampling, as RandomHorizontalFlip after RandomResizedCrop).
-  // Uses SSE4.1 where the CPU has it; the results are the same to the bit.
+  // Uses the fastest loops the CPU has; the results are the same to the bit.
   void resize_to_rgb(const std::uint8_t* rgbx, std::size_t stride, int origin_x, int origin_y, const ResampleAxis& x,
-                     const ResampleAxis& y, bool flip, std::uint8_t* out);
-  // The same with the portable loops only, for tests and other CPUs.
-  void resize_to_rgb_portable(const std::uint8_t* rgbx, std::size_t stride, int origin_x, int origin_y,
-                              const ResampleAxis& x, const ResampleAxis& y, bool flip, std::uint8_t* out);
+                     const ResampleAxis& y, bool flip, std::uint8_t* out) {
+    resize_to_rgb(rgbx, stride, origin_x, origin_y, x, y, flip, out, fastest());
+  }
+  // The same with the loops given, for tests and benchmarks.
+  // REQUIRES: available(kernels).
+  void resize_to_rgb(const std::uint8_t* rgbx, std::size_t stride, int origin_x, int origin_y, const ResampleAxis& x,
+                     const ResampleAxis& y, bool flip, std::uint8_t* out, ResampleKernels kernels);
 
  private:
-  void run(const std::uint8_t* rgbx, std::size_t stride, int origin_x, int origin_y, const ResampleAxis& x,
-           const ResampleAxis& y, bool flip, std::uint8_t* out, bool vector);
 
   std::vector<std::uint8_t> horizontal_;  // the horizontal pass: RGBX, x.out_count() wide
   std::vector<std::uint8_t> line_;        // one output row, RGBX, before the padding goes

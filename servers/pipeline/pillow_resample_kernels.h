@@ -1,0 +1,33 @@
+// Internal to pillow_resample: the vector loops of the two passes, for x86
+// CPUs with SSE4.1 or AVX2 (cpu_features.h says which this build has and
+// the CPU can run). Each gives the portable loops' bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "pillow_resample.h"
+
+namespace tensorcom::pipeline::kernels {
+
+// Pillow keeps 8 bits for the result and 2 for overflow (bicubic weights
+// can be negative or sum past one): 32 - 8 - 2 fraction bits.
+inline constexpr int kPrecisionBits = 22;
+// How ResampleAxis splits a weight for 16-bit multiply-adds.
+inline constexpr int kLowBits = 11;
+inline constexpr std::int32_t kLowMask = (1 << kLowBits) - 1;
+
+// One row of the horizontal pass: x.out_count() RGBX outputs into dst from
+// `row`, whose first pixel is the axis' pixel `origin`.
+void horizontal_sse41(const ResampleAxis& x, const std::uint8_t* row, int origin, std::uint8_t* dst);
+void horizontal_avx2(const ResampleAxis& x, const std::uint8_t* row, int origin, std::uint8_t* dst);
+
+// Output row j of the vertical pass: `pixels` RGBX outputs into dst, from
+// the horizontal pass' rows row_bytes apart, the first of y's taps at top.
+// dst has 32 bytes of slack.
+void vertical_sse41(const std::uint8_t* top, std::size_t row_bytes, const ResampleAxis& y, int j, int pixels,
+                    std::uint8_t* dst);
+void vertical_avx2(const std::uint8_t* top, std::size_t row_bytes, const ResampleAxis& y, int j, int pixels,
+                   std::uint8_t* dst);
+
+}  // namespace tensorcom::pipeline::kernels

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""How serve-imagenet-shards scales with its worker threads: images/s a
+consumer receives with 1, 2, 4, 8 and 14 workers (--workers to change), the
+server pinned to as many cores as it has workers, the consumer
+(recv-throughput) on a core of its own, and the speed-up over one worker.
+Target (issue 17): 14 workers >= 12x one worker, on a 16-core machine.
+
+    tests/bench/worker_scaling.py --shards 'DIR/r-{000000..000003}.tar' [--build build] [--workers 1,2,4,8,14]
+
+Where the programs run through a launcher (the GPU machine's bundle, see
+../shared/device-bundle: `DIR/run BIN ARGS`), pass --run DIR/run and
+--bin DIR (the folder holding serve-imagenet-shards and recv-throughput).
+Needs only the Python standard library and taskset. The figure for each
+count is the best of --repeat runs; each run serves --epochs passes over the
+shards after a warm-up of two batches.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+TARGET_WORKERS, TARGET_SPEEDUP = 14, 12.0
+
+
+def count_samples(pattern):
+    """Samples in the shards: tar members with distinct keys, read with tarfile."""
+    import tarfile
+    paths = subprocess.run(["bash", "-c", f"printf '%s\\n' {pattern}"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    keys = set()
+    for path in paths:
+        with tarfile.open(path) as tar:
+            keys.update((path, m.name.split(".")[0]) for m in tar if m.isfile())
+    if not keys:
+        sys.exit(f"no samples in {pattern}")
+    return len(keys)
+
+
+def program(args, name):
+    if args.bin:
+        path = os.path.join(args.bin, name)
+    else:
+        sub = "servers" if name.startswith("serve") else os.path.join("tests", "bench")
+        path = os.path.join(args.build, sub, name)
+    return ([args.run] if args.run else []) + [path]
+
+
+def cores(first, count):
+    return ",".join(str(c) for c in range(first, first + count))
+
+
+def one_run(args, samples, workers):
+    batches = samples * args.epochs // args.batch
+    warmup = 2
+    if batches <= warmup + 2:
+        sys.exit("too few samples for a run: add shards or --epochs")
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"ipc://{tmp}/s"
+        # The consumer on the last core; the server on cores 0..workers-1
+        # (its reader and publisher threads share them with the workers).
+        consumer_core = os.cpu_count() - 1
+        consumer = subprocess.Popen(["taskset", "-c", str(consumer_core)] + program(args, "recv-throughput") +
+                                    ["zpull+" + url, "--count", str(batches - warmup), "--warmup", str(warmup)],
+                                    stdout=subprocess.PIPE, text=True)
+        server = subprocess.Popen(["taskset", "-c", cores(0, min(workers, consumer_core))] +
+                                  program(args, "serve-imagenet-shards") +
+                                  ["-u", args.shards, "-b", str(args.batch), "-w", str(workers), "--epochs",
+                                   str(args.epochs), "-r", "0", "--linger", "0", "zpush+" + url],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            out, _ = consumer.communicate(timeout=args.timeout)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        if consumer.returncode != 0:
+            sys.exit(f"consumer failed with {consumer.returncode}: {out}")
+        return json.loads(out)["samples_per_s"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shards", required=True, help="brace pattern of tar shards")
+    parser.add_argument("--build", default="build", help="meson build folder")
+    parser.add_argument("--bin", help="folder with the programs (instead of --build)")
+    parser.add_argument("--run", help="launcher to run each program through")
+    parser.add_argument("--workers", default="1,2,4,8,14", help="worker counts, comma-separated")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--timeout", type=int, default=600, help="seconds a run may take")
+    args = parser.parse_args()
+    counts = [int(w) for w in args.workers.split(",")]
+    if max(counts) >= os.cpu_count():
+        print(f"note: {os.cpu_count()} cores: the consumer shares a core with the server above "
+              f"{os.cpu_count() - 1} workers", file=sys.stderr)
+    samples = count_samples(args.shards)
+    rates = {}
+    for workers in counts:
+        rates[workers] = max(one_run(args, samples, workers) for _ in range(args.repeat))
+        print(f"{workers:3d} workers {rates[workers]:10.1f} images/s  {rates[workers] / rates[counts[0]]:5.2f}x "
+              f"{counts[0]} worker{'s' if counts[0] > 1 else ''}", flush=True)
+    if TARGET_WORKERS in rates and 1 in rates:
+        speedup = rates[TARGET_WORKERS] / rates[1]
+        print(f"{TARGET_WORKERS} workers / 1 worker: {speedup:.2f} (target >= {TARGET_SPEEDUP}: "
+              f"{'met' if speedup >= TARGET_SPEEDUP else 'NOT met'})")
+    print(json.dumps({"cores": os.cpu_count(), "samples": samples, "images_per_s": rates}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
