@@ -115,13 +115,16 @@ tc_stop_servers() {
 # One server: rank SLURM_PROCID of all the job's servers, on port
 # TC_PORT + its index on this node. A task of tc_start_servers.
 tc_serve() {
-  local world=$((SLURM_NTASKS)) bind=$TC_BIND_HOST
+  # The step's task count: SLURM_NTASKS is the allocation's (a het
+  # component's), not this step's.
+  local world=$SLURM_STEP_NUM_TASKS bind=$TC_BIND_HOST
   if [ "$bind" = node ]; then
     # ZeroMQ binds addresses and interfaces, not host names.
     bind=$(getent ahostsv4 "$(tc_node_address "$SLURMD_NODENAME")" | head -n 1 | cut -d ' ' -f 1)
     [ -n "$bind" ] || tc_fail "no IPv4 address for node $SLURMD_NODENAME"
   fi
   # shellcheck disable=SC2086  # TC_SERVER_ARGS is a list of options
+  tc_say "server rank $SLURM_PROCID of $world on $SLURMD_NODENAME, port $((TC_PORT + SLURM_LOCALID))"
   exec "$TC_SERVER" -u "$TC_SHARDS" --rank "$SLURM_PROCID" --world "$world" -b "$TC_BATCH" \
     --epochs "$TC_EPOCHS" --epoch-batches "$TC_EPOCH_BATCHES" $TC_SERVER_ARGS \
     "zrpush://$bind:$((TC_PORT + SLURM_LOCALID))"
@@ -129,7 +132,7 @@ tc_serve() {
 
 # One trainer rank, with torch.distributed's environment (as torchrun sets it).
 tc_train() {
-  export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID
+  export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_STEP_NUM_TASKS LOCAL_RANK=$SLURM_LOCALID
   export MASTER_ADDR=$TC_MASTER_ADDR MASTER_PORT=$TC_MASTER_PORT
   exec bash -c "$TC_TRAINER"
 }
