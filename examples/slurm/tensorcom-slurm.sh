@@ -123,8 +123,8 @@ tc_serve() {
     bind=$(getent ahostsv4 "$(tc_node_address "$SLURMD_NODENAME")" | head -n 1 | cut -d ' ' -f 1)
     [ -n "$bind" ] || tc_fail "no IPv4 address for node $SLURMD_NODENAME"
   fi
-  # shellcheck disable=SC2086  # TC_SERVER_ARGS is a list of options
   tc_say "server rank $SLURM_PROCID of $world on $SLURMD_NODENAME, port $((TC_PORT + SLURM_LOCALID))"
+  # shellcheck disable=SC2086  # TC_SERVER_ARGS is a list of options
   exec "$TC_SERVER" -u "$TC_SHARDS" --rank "$SLURM_PROCID" --world "$world" -b "$TC_BATCH" \
     --epochs "$TC_EPOCHS" --epoch-batches "$TC_EPOCH_BATCHES" $TC_SERVER_ARGS \
     "zrpush://$bind:$((TC_PORT + SLURM_LOCALID))"
