@@ -104,7 +104,6 @@ void ImageServerCli::finish() {
   programs::install_stop_handlers();
   s.format.metadata = vars_.count("meta") > 0;
   s.order.resample = vars_.count("resample") > 0;
-  s.connection.publish_no_drop = s.subscribers > 0;
   if (vars_.count("single")) s.connection.framing = Framing::kSingleBuffer;
   s.connection.linger = Milliseconds(linger_ms_);
   s.connection.curve = programs::curve_security(curve_);

@@ -44,11 +44,17 @@ class ImageServer {
         assembler_(options.format, batch_buffers(options)),
         skips_(options.program),
         server_id_(options.server_id.empty() ? default_server_id() : options.server_id),
-        connection_(options.addresses, options.connection) {}
+        connection_(options.addresses, connection_options(options)) {}
 
   int run();
 
  private:
+  static ConnectionOptions connection_options(const ImageServerOptions& o) {
+    ConnectionOptions c = o.connection;
+    if (o.subscribers) c.publish_no_drop = true;  // every subscriber gets every batch
+    return c;
+  }
+
   static std::size_t batch_buffers(const ImageServerOptions& o) {
     if (o.max_batches) return o.max_batches;
     // Batches being filled by the workers, one ready, one being sent. What
