@@ -41,6 +41,9 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage) : options
       "workers,w", po::value(&s.workers)->default_value(s.workers), "decoding threads")(
       "report,r", po::value(&s.report)->default_value(10), "print a rate line every N batches (0: never)")(
       "epochs", po::value(&s.epochs)->default_value(0), "passes over the data, then exit (0: forever)")(
+      "epoch-batches", po::value(&s.epoch_batches)->default_value(0),
+      "batches per epoch: the share cut to this or read again until it is met, so that every rank gets as many "
+      "(0: the share as it is)")(
       "seed", po::value(&s.order.seed)->default_value(0), "seed of every random choice")(
       "shuffle", po::value(&s.shuffle_buffer)->default_value(1000), "shuffle buffer in samples (0: none)")(
       "size", po::value(&s.format.size)->default_value(224), "output height and width")(
@@ -66,6 +69,9 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage) : options
       "rank", po::value(&s.order.rank)->default_value(0), "this server's share of the shards ...")(
       "world", po::value(&s.order.world)->default_value(1), "... among this many servers")(
       "resample", "draw shards with replacement instead of splitting them")(
+      "subscribers", po::value(&s.subscribers)->default_value(0),
+      "PUB: wait for this many subscribers before the first batch, and never drop a batch for a slow one "
+      "(0: start with one, drop for slow ones)")(
       "hwm", po::value(&s.connection.send_high_water_mark)->default_value(2), "batches queued per peer")(
       "single", "send single-buffer messages instead of multipart")(
       "linger", po::value(&linger_ms_)->default_value(linger_ms_), "ms to deliver queued batches at exit")(

@@ -11,7 +11,8 @@ Received arrays are zero-copy views of the received message, which lives as
 long as any of them. tensorcom.tenbin encodes and decodes the format;
 tensorcom.zcom is the reference's module of that name (`from tensorcom import
 zcom, tenbin` code runs unchanged, see docs/python.md);
-tensorcom.TensorcomDataset (needs torch) is a torch IterableDataset.
+tensorcom.TensorcomDataset (needs torch) is a torch IterableDataset;
+tensorcom.rank_urls picks a data-parallel rank's servers.
 """
 
 from ._tensorcom import (  # noqa: F401
@@ -28,10 +29,11 @@ from ._tensorcom import (  # noqa: F401
 from . import tenbin, zcom  # noqa: F401
 from .connection import Connection  # noqa: F401
 from .converters import converter_table, listify, tonumpy, totorch, transform_with  # noqa: F401
+from .ranks import rank_urls  # noqa: F401
 
 __all__ = [
     "Connection", "TensorcomDataset", "tenbin", "zcom", "converter_table", "tonumpy", "totorch", "transform_with",
-    "listify",
+    "listify", "rank_urls",
     "Error", "FormatError", "ArgumentError", "IoError", "UrlError", "TransportError", "TimeoutError",
     "UnavailableError", "Statistics",
 ]

@@ -10,7 +10,9 @@ import warnings
 import torch
 
 from . import _tensorcom
+from ._tensorcom import ArgumentError
 from .connection import Connection
+from .ranks import rank_urls
 
 
 def _shares(urls, expand_braces):
@@ -49,12 +51,22 @@ class TensorcomDataset(torch.utils.data.IterableDataset):
       PUB/SUB each subscriber would get every batch, so n workers would
       yield each batch n times; a bound address can be bound once.
 
+    rank, world: this process is data-parallel rank `rank` of `world` (as
+    DistributedSampler's rank and num_replicas): it connects only to its
+    share of the servers, rank_urls(urls, rank, world), so that no sample
+    reaches two ranks. Give both or neither; with --epoch-batches K on every
+    server, length = servers per rank x K is one epoch (docs/deploy.md).
+
     The connection is opened in the process that iterates, and kept for the
     next epoch.
     """
 
-    def __init__(self, urls, length=1000000, **connection_options):
+    def __init__(self, urls, length=1000000, rank=None, world=None, **connection_options):
         super().__init__()
+        if (rank is None) != (world is None):
+            raise ArgumentError("TensorcomDataset: give rank and world together, or neither")
+        if rank is not None:
+            urls = rank_urls(urls, rank, world, not connection_options.get("noexpand", False))
         self.urls = urls
         self.length = length
         self.connection_options = connection_options

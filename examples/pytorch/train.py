@@ -22,6 +22,13 @@ Inputs:
     --data synthetic        one random batch already on the device: the model's
                             own speed, the ceiling for the others
 
+Data-parallel ranks: with --rank and --world (by default RANK and
+WORLD_SIZE, as torchrun and examples/slurm set them), a tensorcom input
+connects only to this rank's share of its servers (tensorcom.rank_urls:
+every world-th URL from rank on), so that no sample reaches two ranks;
+--val is not shared out (serve it over PUB: every rank sees all of it).
+See docs/deploy.md. The model itself is not wrapped in DDP here.
+
 --batch-size sets the batches of folder and synthetic; tensorcom input is
 re-batched to it (its servers' batches split or joined, the rest kept for
 the next step: every sample is used once, in the order it came). Without
@@ -88,10 +95,16 @@ def parse_args(argv):
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--no-amp", dest="amp", action="store_false", help="train in float32")
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
+    p.add_argument("--rank", type=int, default=int(os.environ.get("RANK", 0)),
+                   help="this data-parallel rank: tensorcom inputs keep its share of the URLs (default $RANK or 0)")
+    p.add_argument("--world", type=int, default=int(os.environ.get("WORLD_SIZE", 1)),
+                   help="data-parallel ranks in all (default $WORLD_SIZE or 1)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a tensorcom batch")
     p.add_argument("--report", type=int, default=20,
                    help="progress every N steps: a line, or on a terminal the bar's loss and waiting (0: never)")
     args = p.parse_args(argv)
+    if not 0 <= args.rank < args.world:
+        p.error(f"--rank {args.rank} of --world {args.world}: expected 0 <= rank < world")
     for data in args.data:
         if data != "synthetic" and not data.startswith(("tensorcom:", "folder:")):
             p.error(f"--data {data!r}: expected tensorcom:URLS, folder:DIR or synthetic")
@@ -158,12 +171,15 @@ class TensorcomBatches:
     blocked_seconds() is the time spent waiting for them (the Connection's own
     measure), for the starvation figure."""
 
-    def __init__(self, urls, args, device, batch_size=None):
+    def __init__(self, urls, args, device, batch_size=None, split=True):
         import tensorcom
         converter = "torch_cuda" if device.type == "cuda" else "torch"
         self.urls = urls
         self.timeout = args.timeout
-        self.connection = tensorcom.Connection(urls.split(), converters=converter, timeout=args.timeout)
+        # Training data is shared out among ranks; evaluation (split False)
+        # is every rank's, from PUB servers (docs/deploy.md).
+        mine = tensorcom.rank_urls(urls.split(), args.rank, args.world) if split else urls.split()
+        self.connection = tensorcom.Connection(mine, converters=converter, timeout=args.timeout)
         self.first = True
         self.batch_size = batch_size
         self.next_batch = self._received if batch_size is None else Rebatcher(self._received, batch_size)
@@ -516,7 +532,7 @@ def train(args, device):
     try:
         if args.val is not None:
             urls = args.val[len("tensorcom:"):] if args.val.startswith("tensorcom:") else args.val
-            val = TensorcomBatches(urls, args, device)
+            val = TensorcomBatches(urls, args, device, split=False)
         steps = args.epoch_size or source.steps_per_epoch()
         whose = "" if args.epoch_size else " (the input's epoch; --epoch-size sets it)"
         say(f"{data}: epochs {first} to {args.epochs}, {steps} steps each{whose}")

@@ -48,6 +48,7 @@ void configure_socket(zmq::socket_t& socket, SocketKind kind, const ConnectionOp
     socket.set(zmq::sockopt::maxmsgsize, kMaxSubscriptionBytes);
   }
   if (kind == SocketKind::kPub) socket.set(zmq::sockopt::xpub_verboser, 1);
+  if (kind == SocketKind::kPub && options.publish_no_drop) socket.set(zmq::sockopt::xpub_nodrop, 1);
   if (options.curve) configure_curve(socket, *options.curve);
   // Applied by ZeroMQ to tcp only; SocketMonitor does it for ipc.
   socket.set(zmq::sockopt::sndbuf, kSocketBufferBytes);

@@ -14,6 +14,7 @@
 #include "skip_counter.h"
 #include "tensorcom/formats/printable.h"
 #include "tensorcom/metadata.h"
+#include "tensorcom/url.h"
 
 namespace tensorcom::pipeline {
 
@@ -43,11 +44,17 @@ class ImageServer {
         assembler_(options.format, batch_buffers(options)),
         skips_(options.program),
         server_id_(options.server_id.empty() ? default_server_id() : options.server_id),
-        connection_(options.addresses, options.connection) {}
+        connection_(options.addresses, connection_options(options)) {}
 
   int run();
 
  private:
+  static ConnectionOptions connection_options(const ImageServerOptions& o) {
+    ConnectionOptions c = o.connection;
+    if (o.subscribers) c.publish_no_drop = true;  // every subscriber gets every batch
+    return c;
+  }
+
   static std::size_t batch_buffers(const ImageServerOptions& o) {
     if (o.max_batches) return o.max_batches;
     // Batches being filled by the workers, one ready, one being sent. What
@@ -61,7 +68,9 @@ class ImageServer {
   }
 
   void read_all();
-  bool read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer);
+  bool read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer, EpochQuota& quota);
+  void say_quota(std::uint64_t epoch, const EpochQuota& quota, std::size_t passes) const;
+  bool await_subscribers();
   bool emit(RawSample sample);
   void work();
   void publish();
@@ -92,8 +101,16 @@ void ImageServer::read_all() {
     const std::uint64_t epoch_start = sequence_;
     ShuffleBuffer<RawSample> buffer(options_.shuffle_buffer, seeded_rng({options_.order.seed, epoch, 3}),
                                     memory_limit_ / 4 * 3, buffered_bytes);
-    for (std::size_t unit : epoch_units(source_.units(), epoch, options_.order)) {
-      if (!read_unit(unit, buffer)) return;
+    EpochQuota quota(options_.epoch_batches * options_.format.batch_size);
+    const std::vector<std::size_t> units = epoch_units(source_.units(), epoch, options_.order);
+    std::size_t passes = 0;
+    for (bool again = true; again; ++passes) {
+      const std::uint64_t taken_before = quota.taken();
+      for (std::size_t unit : units) {
+        if (!read_unit(unit, buffer, quota)) return;
+        if (quota.full()) break;
+      }
+      again = quota.another_pass(taken_before);
     }
     // An epoch ends with all of its samples out: none is carried over.
     while (auto sample = buffer.drain()) {
@@ -105,12 +122,26 @@ void ImageServer::read_all() {
       failed_ = true;
       return;
     }
+    if (options_.epoch_batches) say_quota(epoch, quota, passes);
   }
 }
 
-bool ImageServer::read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer) {
+void ImageServer::say_quota(std::uint64_t epoch, const EpochQuota& quota, std::size_t passes) const {
+  if (passes > 1) {
+    std::cout << options_.program << ": epoch " << epoch << ": the share was read " << passes
+              << " times to fill --epoch-batches " << options_.epoch_batches << " (" << quota.taken()
+              << " samples): its first samples were repeated" << std::endl;
+  } else if (quota.cut()) {
+    std::cout << options_.program << ": epoch " << epoch << ": --epoch-batches " << options_.epoch_batches
+              << " filled after " << quota.taken() << " samples; the rest of the share is left out this epoch"
+              << std::endl;
+  }
+}
+
+bool ImageServer::read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer, EpochQuota& quota) {
   bool stopped = false;
   auto pass_on = [&](RawSample sample) {
+    if (!quota.take()) return false;
     auto out = buffer.add(std::move(sample));
     stopped = stop_requested() || (out && !emit(std::move(*out)));
     while (!stopped) {
@@ -183,13 +214,24 @@ void ImageServer::work() {
   jpegs_total_ += augmenter.jpeg_counts().total;
 }
 
+bool ImageServer::await_subscribers() {
+  // Before the first batch, all of --subscribers: one that joined later
+  // would miss the start of the epoch. After it, any one.
+  const std::uint64_t needed = batches_sent_ == 0 ? options_.subscribers : 0;
+  for (;;) {
+    if (connection_.wait_for_subscriber(Milliseconds(50)) && (needed <= 1 || connection_.subscribers() >= needed)) {
+      return true;
+    }
+    if (stop_requested()) return false;
+    if (needed > 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 bool ImageServer::send(const TensorList& batch) {
   try {
     // Nobody listening: wait rather than decode for nobody (PUB would drop
     // every batch), looking for a stop request between waits.
-    while (!connection_.wait_for_subscriber(Milliseconds(50))) {
-      if (stop_requested()) return false;
-    }
+    if (!await_subscribers()) return false;
     connection_.send(batch);
     return true;
   } catch (const TransportError& e) {
@@ -293,6 +335,10 @@ std::uint64_t default_memory_limit() {
 int run_image_server(const ImageServerOptions& options, SampleSource& source) {
   if (source.units() == 0) throw ArgumentError(std::string("nothing to serve: no ") + source.unit_name());
   if (options.addresses.empty()) throw ArgumentError("nothing to serve on: no address");
+  if (options.subscribers && parse_urls(options.addresses).front().kind != SocketKind::kPub) {
+    throw ArgumentError("--subscribers counts PUB subscribers: serve on zpub:// or zrpub://, not " +
+                        options.addresses.front());
+  }
   configure_opencv_for_workers();
   ImageServer server(options, source);
   return server.run();

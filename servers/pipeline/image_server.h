@@ -26,6 +26,14 @@ struct ImageServerOptions {
   std::size_t shuffle_buffer = 1000;  // samples mixed across shards (0: none)
   int workers = 1;                    // decoding threads
   std::uint64_t epochs = 0;           // passes over the data (0: forever)
+  // Samples each epoch, in batches: the share cut or repeated to exactly
+  // this many batches (see EpochQuota). 0: the share as it is.
+  std::uint64_t epoch_batches = 0;
+  // PUB: the first batch waits for this many subscribers, and a subscriber
+  // whose queue is full holds the sender back instead of missing batches
+  // (every rank sees every sample). 0: send once one subscribes; drop for
+  // slow ones.
+  std::uint64_t subscribers = 0;
   std::uint64_t report = 10;          // a rate line every N batches (0: never)
   std::int32_t classes = 0;           // labels must be below this (0: any non-negative int32)
   std::uint64_t max_image_bytes = std::uint64_t{256} << 20;  // larger encoded images are skipped unread

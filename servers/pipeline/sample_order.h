@@ -32,6 +32,41 @@ void fisher_yates(std::vector<std::size_t>& indices, std::mt19937_64& rng);
 // The units (indices into a list of count shards or files) of one epoch.
 [[nodiscard]] std::vector<std::size_t> epoch_units(std::size_t count, std::uint64_t epoch, const OrderOptions& options);
 
+// How many samples one epoch of a server takes: its whole share (quota 0),
+// or exactly `quota`, so that every server, and so every trainer rank, sends
+// the same number of batches (DDP ranks that disagree hang). A larger share
+// is cut (the rest is dropped this epoch, as DistributedSampler's drop_last
+// does); a smaller one is read again from its start until the quota is met
+// (its first samples repeated, as DistributedSampler pads).
+class EpochQuota {
+ public:
+  explicit EpochQuota(std::uint64_t quota) noexcept : quota_(quota) {}
+  // Counts one more sample; false (and nothing counted) once the quota is met.
+  [[nodiscard]] bool take() noexcept {
+    if (full()) {
+      cut_ = true;
+      return false;
+    }
+    ++taken_;
+    return true;
+  }
+  [[nodiscard]] bool full() const noexcept { return quota_ != 0 && taken_ == quota_; }
+  // After a pass over the share that began with `taken_before` taken: true
+  // when the share must be read again. A pass that took nothing cannot
+  // help: the share is empty, and the caller reports it.
+  [[nodiscard]] bool another_pass(std::uint64_t taken_before) const noexcept {
+    return quota_ != 0 && taken_ < quota_ && taken_ > taken_before;
+  }
+  [[nodiscard]] std::uint64_t taken() const noexcept { return taken_; }
+  // Whether a sample was refused: the share held more than the quota.
+  [[nodiscard]] bool cut() const noexcept { return cut_; }
+
+ private:
+  std::uint64_t quota_;
+  std::uint64_t taken_ = 0;
+  bool cut_ = false;
+};
+
 // webdataset's shuffle buffer: holds up to capacity samples and releases a
 // random one for each one added once full; drain() empties it at random.
 template <class T>

@@ -1,8 +1,9 @@
-// Epoch orders, rank splits, resampling and the shuffle buffer.
+// Epoch orders, rank splits, resampling, the shuffle buffer and epoch quotas.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "sample_order.h"
 
@@ -71,5 +72,43 @@ TEST_CASE("shuffle buffer") {
     ShuffleBuffer<int> none(0, std::mt19937_64(1));
     CHECK(none.add(4) == 4);
     CHECK_FALSE(none.drain().has_value());
+  }
+}
+
+// Reads a share of `share` samples as the server does, pass after pass.
+static std::pair<std::uint64_t, std::size_t> fill(EpochQuota& quota, std::uint64_t share) {
+  std::size_t passes = 0;
+  for (bool again = true; again; ++passes) {
+    const std::uint64_t before = quota.taken();
+    for (std::uint64_t i = 0; i < share && quota.take(); ++i) {
+    }
+    again = quota.another_pass(before);
+  }
+  return {quota.taken(), passes};
+}
+
+TEST_CASE("epoch quota") {
+  SUBCASE("0 takes the share as it is") {
+    EpochQuota quota(0);
+    CHECK(fill(quota, 37) == std::pair<std::uint64_t, std::size_t>{37, 1});
+    CHECK_FALSE(quota.cut());
+  }
+  SUBCASE("a larger share is cut to the quota") {
+    EpochQuota quota(32);
+    CHECK(fill(quota, 37) == std::pair<std::uint64_t, std::size_t>{32, 1});
+    CHECK(quota.cut());
+  }
+  SUBCASE("a share of exactly the quota is neither cut nor repeated") {
+    EpochQuota quota(32);
+    CHECK(fill(quota, 32) == std::pair<std::uint64_t, std::size_t>{32, 1});
+    CHECK_FALSE(quota.cut());
+  }
+  SUBCASE("a smaller share is read again until the quota is met") {
+    EpochQuota quota(32);
+    CHECK(fill(quota, 10) == std::pair<std::uint64_t, std::size_t>{32, 4});
+  }
+  SUBCASE("an empty share is not read forever") {
+    EpochQuota quota(32);
+    CHECK(fill(quota, 0) == std::pair<std::uint64_t, std::size_t>{0, 1});
   }
 }

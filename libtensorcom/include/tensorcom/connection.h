@@ -64,6 +64,10 @@ struct ConnectionOptions {
   // handing ZeroMQ a batch it would drop (a server that waits costs no CPU
   // and loses no data). False: such batches are counted as dropped.
   bool await_subscriber = false;
+  // PUB: a subscriber whose queue is full (send_high_water_mark) makes
+  // send() wait for it instead of missing the batch (ZMQ_XPUB_NODROP):
+  // every subscriber gets every batch, at the slowest one's pace.
+  bool publish_no_drop = false;
   DecodeLimits limits;                    // bounds on what a received header may declare
   std::size_t stats_horizon = 1000;       // batches the recent rates cover
   bool expand_braces = true;              // false: each URL is taken literally (the reference's noexpand)
