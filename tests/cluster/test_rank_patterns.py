@@ -124,9 +124,9 @@ def test_pub_to_all_for_evaluation(tmp_path, run):
                   extra=("--subscribers", "2", "--hwm", "1"))
     outs = [str(tmp_path / f"rank{r}.json") for r in (0, 1)]
     urls = f"zsub+ipc://{tmp_path}/s{{0..1}}"
-    run.trainer("rank0", ["--urls", urls, "--rank", "0", "--world", "2", "--out", outs[0], "--idle", "3"])
+    run.trainer("rank0", ["--urls", urls, "--rank", "0", "--world", "2", "--out", outs[0], "--idle", "6"])
     time.sleep(1.0)
-    run.trainer("rank1", ["--urls", urls, "--rank", "1", "--world", "2", "--out", outs[1], "--idle", "3",
+    run.trainer("rank1", ["--urls", urls, "--rank", "1", "--world", "2", "--out", outs[1], "--idle", "6",
                           "--delay", "0.1"])
     run.wait_all()
     reports = read_reports(outs)
