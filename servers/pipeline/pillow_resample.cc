@@ -193,12 +193,23 @@ void PillowResampler::resize_to_rgb(const std::uint8_t* rgbx, std::size_t stride
   horizontal_.resize(row_bytes * static_cast<std::size_t>(rows) + 32);
   line_.resize(row_bytes + 32);
   // Horizontal pass over the rows the vertical taps read, into 8 bits.
+  auto source_row = [&](int r) {
+    return rgbx + static_cast<std::size_t>(y.source_first() + r - origin_y) * stride;
+  };
+  auto pass_row = [&](int r) { return horizontal_.data() + static_cast<std::size_t>(r) * row_bytes; };
   for (int r = 0; r < rows; ++r) {
-    const std::uint8_t* src = rgbx + static_cast<std::size_t>(y.source_first() + r - origin_y) * stride;
-    std::uint8_t* dst = horizontal_.data() + static_cast<std::size_t>(r) * row_bytes;
+    const std::uint8_t* src = source_row(r);
+    std::uint8_t* dst = pass_row(r);
     switch (kernels) {
 #ifdef TENSORCOM_HAVE_SSSE3_PATH
-      case ResampleKernels::kAvx2: kernels::horizontal_avx2(x, src, origin_x, dst); break;
+      case ResampleKernels::kAvx2:
+        if (r + 1 < rows) {
+          kernels::horizontal_avx2_rows(x, src, source_row(r + 1), origin_x, dst, pass_row(r + 1));
+          ++r;
+        } else {
+          kernels::horizontal_avx2(x, src, origin_x, dst);
+        }
+        break;
       case ResampleKernels::kSse41: kernels::horizontal_sse41(x, src, origin_x, dst); break;
 #endif
       default: {

@@ -21,6 +21,9 @@ inline constexpr std::int32_t kLowMask = (1 << kLowBits) - 1;
 // `row`, whose first pixel is the axis' pixel `origin`.
 void horizontal_sse41(const ResampleAxis& x, const std::uint8_t* row, int origin, std::uint8_t* dst);
 void horizontal_avx2(const ResampleAxis& x, const std::uint8_t* row, int origin, std::uint8_t* dst);
+// Two rows at once (the weights serve both): rows a and b into dst_a, dst_b.
+void horizontal_avx2_rows(const ResampleAxis& x, const std::uint8_t* row_a, const std::uint8_t* row_b, int origin,
+                          std::uint8_t* dst_a, std::uint8_t* dst_b);
 
 // Output row j of the vertical pass: `pixels` RGBX outputs into dst, from
 // the horizontal pass' rows row_bytes apart, the first of y's taps at top.

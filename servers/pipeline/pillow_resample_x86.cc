@@ -141,6 +141,72 @@ __attribute__((target("avx2"))) void horizontal_avx2(const ResampleAxis& x, cons
   }
 }
 
+namespace {
+
+// Output i of two rows at once, lane 0 row a, lane 1 row b: sum(p * w) for
+// its four channels, fraction bits dropped. Each lane's four pixels are
+// shuffled twice into 16-bit pairs by channel, zero-extended: (p0,p1) then
+// (p2,p3), against the group's weight pairs broadcast to both lanes, so the
+// lanes never need adding together.
+__attribute__((target("avx2"))) inline __m256i horizontal_sum_rows(const ResampleAxis& x, int i, int groups,
+                                                                  const std::uint8_t* row_a, const std::uint8_t* row_b,
+                                                                  int origin) {
+  constexpr char z = -128;  // pshufb writes a zero byte
+  const __m256i first = _mm256_setr_epi8(0, z, 4, z, 1, z, 5, z, 2, z, 6, z, 3, z, 7, z,  //
+                                         0, z, 4, z, 1, z, 5, z, 2, z, 6, z, 3, z, 7, z);
+  const __m256i second = _mm256_setr_epi8(8, z, 12, z, 9, z, 13, z, 10, z, 14, z, 11, z, 15, z,  //
+                                          8, z, 12, z, 9, z, 13, z, 10, z, 14, z, 11, z, 15, z);
+  const std::size_t offset = static_cast<std::size_t>(x.window_first(i) - origin) * 4;
+  const std::uint8_t* a = row_a + offset;
+  const std::uint8_t* b = row_b + offset;
+  const std::int32_t* w = x.window_weights(i);
+  __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
+  for (int g = 0; g < groups; ++g, a += 16, b += 16, w += ResampleAxis::kGroupInts) {
+    const __m256i both = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+    const __m256i p01 = _mm256_shuffle_epi8(both, first), p23 = _mm256_shuffle_epi8(both, second);
+    hi = _mm256_add_epi32(hi, _mm256_add_epi32(_mm256_madd_epi16(p01, _mm256_set1_epi32(w[0])),
+                                               _mm256_madd_epi16(p23, _mm256_set1_epi32(w[4]))));
+    lo = _mm256_add_epi32(lo, _mm256_add_epi32(_mm256_madd_epi16(p01, _mm256_set1_epi32(w[8])),
+                                               _mm256_madd_epi16(p23, _mm256_set1_epi32(w[12]))));
+  }
+  return join_sums(hi, lo);
+}
+
+}  // namespace
+
+__attribute__((target("avx2"))) void horizontal_avx2_rows(const ResampleAxis& x, const std::uint8_t* row_a,
+                                                           const std::uint8_t* row_b, int origin, std::uint8_t* dst_a,
+                                                           std::uint8_t* dst_b) {
+  if (!x.has_windows()) {
+    horizontal_sse41(x, row_a, origin, dst_a);
+    horizontal_sse41(x, row_b, origin, dst_b);
+    return;
+  }
+  const int groups = x.window() / ResampleAxis::kGroupPixels;
+  int i = 0;
+  // Four outputs of both rows: the packs keep lanes apart, so lane 0 ends
+  // as row a's four pixels and lane 1 as row b's.
+  for (; i + 4 <= x.out_count(); i += 4) {
+    const __m256i v01 = _mm256_packs_epi32(horizontal_sum_rows(x, i, groups, row_a, row_b, origin),
+                                           horizontal_sum_rows(x, i + 1, groups, row_a, row_b, origin));
+    const __m256i v23 = _mm256_packs_epi32(horizontal_sum_rows(x, i + 2, groups, row_a, row_b, origin),
+                                           horizontal_sum_rows(x, i + 3, groups, row_a, row_b, origin));
+    const __m256i bytes = _mm256_packus_epi16(v01, v23);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst_a + 4 * static_cast<std::size_t>(i)), _mm256_castsi256_si128(bytes));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst_b + 4 * static_cast<std::size_t>(i)),
+                     _mm256_extracti128_si256(bytes, 1));
+  }
+  for (; i < x.out_count(); ++i) {
+    const __m256i v = horizontal_sum_rows(x, i, groups, row_a, row_b, origin);
+    const __m256i packed = _mm256_packus_epi16(_mm256_packs_epi32(v, v), v);
+    const std::int32_t a = _mm256_extract_epi32(packed, 0), b = _mm256_extract_epi32(packed, 4);
+    std::memcpy(dst_a + 4 * static_cast<std::size_t>(i), &a, 4);
+    std::memcpy(dst_b + 4 * static_cast<std::size_t>(i), &b, 4);
+  }
+}
+
 __attribute__((target("avx2"))) void vertical_avx2(const std::uint8_t* top, std::size_t row_bytes,
                                                     const ResampleAxis& y, int j, int pixels, std::uint8_t* dst) {
   const std::int32_t* pairs = y.tap_pairs(j);
