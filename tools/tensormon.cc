@@ -174,7 +174,8 @@ class Monitor {
     Rates r = stats.batches() < 2 ? Rates{}
                                   : rates_over(seconds, stats.batches() - 1, stats.samples() - first_samples_,
                                                stats.bytes() - first_bytes_);
-    r.waiting = waiting_share(stats.blocked_seconds() - first_blocked_, seconds);
+    // Without two batches there is no consumer time to weigh: all of it was waiting.
+    r.waiting = stats.batches() < 2 ? 1.0 : waiting_share(stats.blocked_seconds() - first_blocked_, seconds);
     if (options_.json) {
       std::cout << Json{{"summary", true},
                         {"batches", stats.batches()},

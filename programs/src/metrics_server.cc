@@ -16,8 +16,13 @@ class MetricsServer::Impl {
   Impl(const std::string& address, Collect collect) : collect_(std::move(collect)) {
     const HostPort where = parse_host_port(address);
     host_ = where.host;
-    // One thread: scrapes are rare, and collect need not be reentrant.
+    // One thread: scrapes are rare, and collect need not be reentrant. One
+    // request a connection, and a short read timeout, so that a scraper
+    // keeping its connection open (or a client that sends nothing) cannot
+    // hold that thread from the others.
     server_.new_task_queue = [] { return new httplib::ThreadPool(1); };
+    server_.set_keep_alive_max_count(1);
+    server_.set_read_timeout(5, 0);
     server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
       MetricsText text;
       collect_(text);

@@ -1,3 +1,5 @@
+// What metrics_server.h offers without the HTTP library, so that a build
+// without cpp-httplib still parses --metrics and holds.
 #include <algorithm>
 #include <charconv>
 #include <chrono>
