@@ -319,6 +319,28 @@ def test_tensormon_counts_malformed_messages_by_kind_and_time_blocked(tmp_path):
         ctx.term()
 
 
+def test_python_connection_serves_receiver_metrics(tmp_path):
+    tensorcom = pytest.importorskip("tensorcom")
+    n, b = 5, 4
+    path = write_ten(tmp_path / "p.ten", n, b=b)
+    with serve_ten(path) as (_, _, url):
+        connection = tensorcom.Connection(url, timeout=RUN_TIMEOUT_S)
+        try:
+            metrics_url = connection.serve_metrics("127.0.0.1:0")
+            assert METRICS_URL.search("metrics: " + metrics_url), metrics_url
+            with pytest.raises(tensorcom.ArgumentError, match="already serves metrics"):
+                connection.serve_metrics("127.0.0.1:0")
+            for _ in range(n):
+                connection.recv()
+            samples, _ = scrape(metrics_url)
+            assert value(samples, "tensorcom_receiver_batches_total") == n
+            assert value(samples, "tensorcom_receiver_samples_total") == n * b
+            assert value(samples, "tensorcom_receiver_blocked_seconds_total") == \
+                pytest.approx(connection.stats.blocked_seconds, abs=1e-6)
+        finally:
+            connection.close()
+
+
 # --- the bottleneck --------------------------------------------------------------
 
 def bottleneck_of(tmp_path, server_args, monitor_args, n=30):
