@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "tensorcom/formats/printable.h"
+#include "tensorcom/programs/metrics_server.h"
 #include "tensorcom/programs/program.h"
 
 namespace po = boost::program_options;
@@ -75,6 +76,9 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage) : options
       "hwm", po::value(&s.connection.send_high_water_mark)->default_value(2), "batches queued per peer")(
       "single", "send single-buffer messages instead of multipart")(
       "linger", po::value(&linger_ms_)->default_value(linger_ms_), "ms to deliver queued batches at exit")(
+      "metrics", po::value(&s.metrics_address), "serve Prometheus metrics on HOST:PORT (port 0: any; default: none)")(
+      "metrics-hold", po::value(&s.metrics_hold_s)->default_value(0),
+      "seconds to keep answering scrapes after serving ends")(
       "address", po::value(&s.addresses),
       (std::string("URLs to serve on (brace-expanded; default ") + programs::kDefaultServeUrl + ")").c_str());
   programs::add_curve_options(options, curve_);
@@ -142,6 +146,7 @@ void ImageServerCli::finish() {
     throw ArgumentError("--batch, --size and --workers must be positive");
   }
   if (s.order.world == 0 || s.order.rank >= s.order.world) throw ArgumentError("--rank must be below --world");
+  if (!s.metrics_address.empty()) (void)programs::parse_host_port(s.metrics_address);  // refused before serving
 }
 
 }  // namespace tensorcom::pipeline

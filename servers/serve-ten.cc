@@ -5,13 +5,16 @@
 
 #include <cerrno>
 #include <iostream>
+#include <memory>
 #include <thread>
 
 #include "tensorcom/brace.h"
 #include "tensorcom/connection.h"
 #include "tensorcom/ten_file.h"
 #include "tensorcom/programs/curve_options.h"
+#include "tensorcom/programs/metrics_server.h"
 #include "tensorcom/programs/program.h"
+#include "tensorcom/programs/sender_metrics.h"
 
 namespace po = boost::program_options;
 using namespace tensorcom;
@@ -26,6 +29,8 @@ struct ServeTenOptions {
   std::uint64_t report = 0;            // report line every N batches (0: never)
   std::size_t group = kInferListLength;
   ConnectionOptions connection;
+  std::string metrics_address;  // HOST:PORT for Prometheus metrics (empty: none)
+  double metrics_hold_s = 0;    // seconds to keep answering scrapes at the end
 };
 
 std::vector<TensorList> load_lists(const std::vector<std::string>& patterns, std::size_t group) {
@@ -48,12 +53,17 @@ void pace(double rate, std::uint64_t sent, std::chrono::steady_clock::time_point
 
 // Sends; returns false if a stop signal came first. A PUB connection
 // waits for a subscriber: sending to nobody would only burn a core.
-bool send_unless_stopped(Connection& connection, const TensorList& list) {
+bool send_unless_stopped(Connection& connection, const TensorList& list, programs::SenderMetrics& metrics) {
+  const auto start = std::chrono::steady_clock::now();
   try {
     while (!connection.wait_for_subscriber(Milliseconds(100))) {
+      metrics.set_subscribers(0);
       if (programs::stop_requested()) return false;
     }
+    metrics.set_subscribers(connection.subscribers());
     connection.send(list);
+    metrics.add_send_blocked(std::chrono::steady_clock::now() - start);
+    metrics.sent(batch_size(list), batch_bytes(list));
     return true;
   } catch (const TransportError& e) {
     if (e.code() == EINTR && programs::stop_requested()) return false;
@@ -67,6 +77,13 @@ int serve(const ServeTenOptions& options) {
   std::cout << "serve-ten: " << lists.size() << " lists on " << connection.describe();
   for (const std::string& bound : connection.bound_addresses()) std::cout << " [bound " << bound << "]";
   std::cout << std::endl;
+  programs::SenderMetrics metrics;
+  std::unique_ptr<programs::MetricsServer> metrics_server;
+  if (!options.metrics_address.empty()) {
+    metrics_server = std::make_unique<programs::MetricsServer>(
+        options.metrics_address, [&metrics](programs::MetricsText& out) { metrics.write(out); });
+    std::cout << "serve-ten: metrics: " << metrics_server->url() << std::endl;
+  }
 
   auto start = std::chrono::steady_clock::now();
   std::uint64_t sent = 0;
@@ -74,7 +91,7 @@ int serve(const ServeTenOptions& options) {
     for (const TensorList& list : lists) {
       if (programs::stop_requested()) break;
       pace(options.rate, sent, start);
-      if (!send_unless_stopped(connection, list)) break;
+      if (!send_unless_stopped(connection, list, metrics)) break;
       ++sent;
       if (options.report && sent % options.report == 0) {
         std::cout << "serve-ten: " << sent << " batches " << connection.stats().summary() << std::endl;
@@ -84,6 +101,7 @@ int serve(const ServeTenOptions& options) {
   const Statistics& stats = connection.stats();
   std::cout << "serve-ten: done, " << stats.batches() << " batches, " << stats.samples() << " samples, "
             << stats.bytes() << " bytes in " << stats.seconds() << " s" << std::endl;
+  if (metrics_server) programs::hold_for_scrapes(options.metrics_hold_s, programs::stop_requested);
   return 0;
 }
 
@@ -105,6 +123,9 @@ int main(int argc, char** argv) {
         "hwm", po::value(&o.connection.send_high_water_mark)->default_value(8), "batches queued per peer")(
         "linger", po::value(&linger_ms)->default_value(linger_ms),
         "ms to wait at exit for queued batches to be delivered (-1: forever)")(
+        "metrics", po::value(&o.metrics_address), "serve Prometheus metrics on HOST:PORT (port 0: any; default: none)")(
+        "metrics-hold", po::value(&o.metrics_hold_s)->default_value(0),
+        "seconds to keep answering scrapes after serving ends")(
         "address", po::value(&o.addresses), "URLs to serve on (brace-expanded)");
     programs::CurveFlags curve;
     programs::add_curve_options(options, curve);
@@ -118,6 +139,7 @@ int main(int argc, char** argv) {
     if (vars.count("single")) o.connection.framing = Framing::kSingleBuffer;
     o.connection.linger = Milliseconds(linger_ms);
     o.connection.curve = programs::curve_security(curve);
+    if (!o.metrics_address.empty()) (void)programs::parse_host_port(o.metrics_address);  // refused before serving
     programs::install_stop_handlers();
     return serve(o);
   });

@@ -2,20 +2,29 @@
 //   tensormon                                  the reference's line every 10 batches
 //   tensormon -r 100 'zsub://gpu{1..4}:7880'   several servers, fair-queued
 //   tensormon --json -c 1000 zrpull://*:7880   JSON lines, then a summary, then exit
-// On a terminal the lines become one live line, rewritten in place.
+//   tensormon --step-ms 120 --metrics 0.0.0.0:9101   a trainer's pace; Prometheus metrics
+// On a terminal the lines become one live line, rewritten in place. Every
+// line ends with the bottleneck: the producer when tensormon spent most of
+// the time waiting for batches, else the consumer (tensormon, and the step
+// it simulates).
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "batch_source.h"
 #include "json.h"
+#include "tensorcom/programs/metrics_server.h"
 #include "tensorcom/programs/program.h"
+#include "tensorcom/programs/receiver_metrics.h"
 
 namespace po = boost::program_options;
 using namespace tensorcom;
@@ -36,13 +45,35 @@ struct MonitorOptions {
   std::int64_t count = 0;    // stop after this many batches (0: never)
   bool json = false;         // JSON lines instead of text
   bool live = false;         // rewrite one line (stdout is a terminal and not --json)
+  double step_ms = 0;        // time spent per batch, as a trainer's step would (0: none)
+  std::string metrics_address;  // HOST:PORT for Prometheus metrics (empty: none)
 };
 
 struct Rates {
   double batches_per_s = 0;
   double samples_per_s = 0;
   double mb_per_s = 0;
+  double waiting = 0;  // share of the time spent waiting for batches, 0 .. 1
 };
+
+// Waiting for batches most of the time means the producers cannot keep up;
+// waiting little means batches queue up for the consumer.
+constexpr double kProducerBound = 0.5;
+
+// "bottleneck: producer (waiting 83%)".
+std::string bottleneck(double waiting) {
+  char text[64];
+  std::snprintf(text, sizeof text, "bottleneck: %s (waiting %.0f%%)", waiting >= kProducerBound ? "producer" : "consumer",
+                100 * waiting);
+  return text;
+}
+
+const char* bottleneck_word(double waiting) { return waiting >= kProducerBound ? "producer" : "consumer"; }
+
+// The share of `seconds` spent blocked, clamped: both come from separate clocks.
+double waiting_share(double blocked_seconds, double seconds) {
+  return seconds > 0 ? std::clamp(blocked_seconds / seconds, 0.0, 1.0) : 0.0;
+}
 
 // Rates over [from, to] of `batches` batches holding samples and bytes; 0
 // for an empty span.
@@ -56,8 +87,9 @@ Rates rates_over(double seconds, std::uint64_t batches, std::uint64_t samples, s
 // which it does not count: n batches after it span n intervals.
 class RateWindow {
  public:
-  void restart(Clock::time_point now) {
+  void restart(Clock::time_point now, double blocked_seconds) {
     start_ = now;
+    blocked_at_start_ = blocked_seconds;
     batches_ = samples_ = bytes_ = 0;
   }
   void add(std::uint64_t samples, std::uint64_t bytes) {
@@ -65,24 +97,28 @@ class RateWindow {
     samples_ += samples;
     bytes_ += bytes;
   }
-  [[nodiscard]] Rates rates(Clock::time_point now) const {
-    return rates_over(std::chrono::duration<double>(now - start_).count(), batches_, samples_, bytes_);
+  [[nodiscard]] Rates rates(Clock::time_point now, double blocked_seconds) const {
+    const double seconds = std::chrono::duration<double>(now - start_).count();
+    Rates r = rates_over(seconds, batches_, samples_, bytes_);
+    r.waiting = waiting_share(blocked_seconds - blocked_at_start_, seconds);
+    return r;
   }
 
  private:
   Clock::time_point start_{};
+  double blocked_at_start_ = 0;
   std::uint64_t batches_ = 0;
   std::uint64_t samples_ = 0;
   std::uint64_t bytes_ = 0;
 };
 
 // The reference's line exactly, so that scripts parsing it keep working;
-// what it lacks (MB/s) comes after it.
+// what it lacks (MB/s, the bottleneck) comes after it.
 std::string report_line(std::uint64_t index, const Rates& r, std::uint64_t batch_size) {
   char line[200];
   std::snprintf(line, sizeof line, "%20" PRIu64 " %8.3f batches/s %8.3f samples/s (batchsize: %" PRIu64 ") %8.3f MB/s",
                 index, r.batches_per_s, r.samples_per_s, batch_size, r.mb_per_s);
-  return line;
+  return std::string(line) + "; " + bottleneck(r.waiting);
 }
 
 std::string report_json(std::uint64_t index, const Rates& r, std::uint64_t batch_size) {
@@ -90,7 +126,9 @@ std::string report_json(std::uint64_t index, const Rates& r, std::uint64_t batch
               {"batches_per_s", r.batches_per_s},
               {"samples_per_s", r.samples_per_s},
               {"mb_per_s", r.mb_per_s},
-              {"batch_size", batch_size}}
+              {"batch_size", batch_size},
+              {"waiting", r.waiting},
+              {"bottleneck", bottleneck_word(r.waiting)}}
       .dump();
 }
 
@@ -99,23 +137,25 @@ class Monitor {
  public:
   explicit Monitor(const MonitorOptions& options) : options_(options) {}
 
-  void add(const TensorList& batch, Clock::time_point now) {
+  // blocked_seconds: the receiver's total time waiting for batches so far.
+  void add(const TensorList& batch, Clock::time_point now, double blocked_seconds) {
     const std::uint64_t samples = batch_size(batch);
     const std::uint64_t bytes = batch_bytes(batch);
     if (index_++ == 0) {
       first_samples_ = samples;
       first_bytes_ = bytes;
-      window_.restart(now);
+      first_blocked_ = blocked_seconds;
+      window_.restart(now, blocked_seconds);
       last_draw_ = now;
     } else {
       window_.add(samples, bytes);
     }
     if (options_.live) {
-      if (now - last_draw_ >= kLiveInterval) draw_live(now, samples);
+      if (now - last_draw_ >= kLiveInterval) draw_live(now, samples, blocked_seconds);
     } else if (index_ % static_cast<std::uint64_t>(options_.report) == 0) {
-      Rates r = window_.rates(now);
+      Rates r = window_.rates(now, blocked_seconds);
       std::cout << (options_.json ? report_json(index_, r, samples) : report_line(index_, r, samples)) << std::endl;
-      window_.restart(now);
+      window_.restart(now, blocked_seconds);
     }
   }
 
@@ -131,9 +171,11 @@ class Monitor {
   void print_summary(const Statistics& stats) {
     end_live_line();
     const double seconds = stats.seconds();
-    const Rates r = stats.batches() < 2 ? Rates{}
-                                        : rates_over(seconds, stats.batches() - 1, stats.samples() - first_samples_,
-                                                     stats.bytes() - first_bytes_);
+    Rates r = stats.batches() < 2 ? Rates{}
+                                  : rates_over(seconds, stats.batches() - 1, stats.samples() - first_samples_,
+                                               stats.bytes() - first_bytes_);
+    // Without two batches there is no consumer time to weigh: all of it was waiting.
+    r.waiting = stats.batches() < 2 ? 1.0 : waiting_share(stats.blocked_seconds() - first_blocked_, seconds);
     if (options_.json) {
       std::cout << Json{{"summary", true},
                         {"batches", stats.batches()},
@@ -142,7 +184,9 @@ class Monitor {
                         {"seconds", seconds},
                         {"batches_per_s", r.batches_per_s},
                         {"samples_per_s", r.samples_per_s},
-                        {"mb_per_s", r.mb_per_s}}
+                        {"mb_per_s", r.mb_per_s},
+                        {"waiting", r.waiting},
+                        {"bottleneck", bottleneck_word(r.waiting)}}
                        .dump()
                 << std::endl;
       return;
@@ -153,15 +197,16 @@ class Monitor {
                   " bytes in %.3f s: %.3f batches/s %.3f samples/s %.3f MB/s",
                   stats.batches(), stats.samples(), stats.bytes(), seconds, r.batches_per_s, r.samples_per_s,
                   r.mb_per_s);
-    std::cout << line << std::endl;
+    std::cout << line << "; " << bottleneck(r.waiting) << std::endl;
   }
 
  private:
   // "\x1b[K" clears what a longer previous line left on the right.
-  void draw_live(Clock::time_point now, std::uint64_t batch_size) {
-    std::cout << '\r' << report_line(index_, window_.rates(now), batch_size) << "\x1b[K" << std::flush;
+  void draw_live(Clock::time_point now, std::uint64_t batch_size, double blocked_seconds) {
+    std::cout << '\r' << report_line(index_, window_.rates(now, blocked_seconds), batch_size) << "\x1b[K"
+              << std::flush;
     live_line_shown_ = true;
-    window_.restart(now);
+    window_.restart(now, blocked_seconds);
     last_draw_ = now;
   }
 
@@ -169,21 +214,37 @@ class Monitor {
   std::uint64_t index_ = 0;
   std::uint64_t first_samples_ = 0;
   std::uint64_t first_bytes_ = 0;
+  double first_blocked_ = 0;  // waiting before the first batch is not counted
   RateWindow window_;
   Clock::time_point last_draw_{};
   bool live_line_shown_ = false;
 };
 
+// Serves the receiver's metrics while it lives, if an address was given.
+std::unique_ptr<programs::MetricsServer> start_metrics(const MonitorOptions& options,
+                                                        const programs::ReceiverMetrics& metrics) {
+  if (options.metrics_address.empty()) return nullptr;
+  auto server = std::make_unique<programs::MetricsServer>(
+      options.metrics_address, [&metrics](programs::MetricsText& out) { metrics.write(out); });
+  std::cerr << "tensormon: metrics: " << server->url() << std::endl;
+  return server;
+}
+
 int monitor(const MonitorOptions& options) {
   BatchSource source("tensormon", options.source);
+  programs::ReceiverMetrics metrics;
+  const auto metrics_server = start_metrics(options, metrics);
   Monitor monitor(options);
   source.set_before_message([&monitor] { monitor.end_live_line(); });
+  const auto step = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(options.step_ms));
   std::uint64_t received = 0;
   while (options.count == 0 || received < static_cast<std::uint64_t>(options.count)) {
     std::optional<TensorList> batch = source.next();
+    metrics.update(source.connection());
     if (!batch) break;
     ++received;
-    monitor.add(*batch, Clock::now());
+    monitor.add(*batch, Clock::now(), source.stats().blocked_seconds());
+    if (step.count() > 0) std::this_thread::sleep_for(step);
   }
   monitor.print_summary(source.stats());
   return source.exit_status();
@@ -198,7 +259,10 @@ int main(int argc, char** argv) {
     options.add_options()("help,h", "show this help")("report,r", po::value(&o.report)->default_value(o.report),
                                                        "report every N batches")(
         "count,c", po::value(&o.count)->default_value(o.count), "stop after COUNT batches and print a summary (0: never)")(
-        "json", po::bool_switch(&o.json), "print JSON objects, one a line, the last with \"summary\": true");
+        "json", po::bool_switch(&o.json), "print JSON objects, one a line, the last with \"summary\": true")(
+        "step-ms", po::value(&o.step_ms)->default_value(o.step_ms),
+        "spend MS milliseconds per batch, as a trainer's step would: do the servers keep up with it?")(
+        "metrics", po::value(&o.metrics_address), "serve Prometheus metrics on HOST:PORT (port 0: any; default: none)");
     add_source_options(options, o.source);
     auto vars = parse_command_line(argc, argv,
                                    "usage: tensormon [-r N] [-c COUNT] [--json] [URL...]  (default URL " +
@@ -207,6 +271,8 @@ int main(int argc, char** argv) {
     if (!vars) return 0;
     if (o.report < 1) throw po::error("--report must be at least 1");
     if (o.count < 0) throw po::error("--count must not be negative");
+    if (!(o.step_ms >= 0 && o.step_ms <= 3.6e6)) throw po::error("--step-ms must be from 0 to 3600000");
+    if (!o.metrics_address.empty()) (void)programs::parse_host_port(o.metrics_address);  // refused before receiving
     o.live = !o.json && ::isatty(STDOUT_FILENO);
     return monitor(o);
   });

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "bindings.h"
+#include "tensorcom/programs/metrics_server.h"
+#include "tensorcom/programs/receiver_metrics.h"
 
 namespace tensorcom::python {
 
@@ -69,7 +71,9 @@ class PyConnection {
       try {
         py::gil_scoped_release release;
         std::lock_guard lock(mutex_);
-        return get().recv(left);
+        std::optional<TensorList> batch = get().recv(left);
+        if (metrics_server_) metrics_.update(connection_);
+        return batch;
       } catch (const TransportError& e) {
         if (e.code() != EINTR) throw;
       }
@@ -108,9 +112,22 @@ class PyConnection {
   // Send and receive throw TransportError once the connection is closed.
   [[nodiscard]] Connection& get() { return connection_; }
 
+  // Serves the receiving side's metrics on address until the connection is
+  // destroyed; returns the URL to scrape.
+  std::string serve_metrics(const std::string& address) {
+    std::lock_guard lock(mutex_);
+    if (metrics_server_) throw ArgumentError("this connection already serves metrics at " + metrics_server_->url());
+    metrics_.update(connection_);
+    metrics_server_ = std::make_unique<programs::MetricsServer>(
+        address, [this](programs::MetricsText& out) { metrics_.write(out); });
+    return metrics_server_->url();
+  }
+
  private:
   std::mutex mutex_;
   Connection connection_;
+  programs::ReceiverMetrics metrics_;  // updated after each recv once serving
+  std::unique_ptr<programs::MetricsServer> metrics_server_;  // declared last: stops before what it reads goes
 };
 
 py::tuple batch_tuple(const TensorList& batch) { return py::make_tuple(to_arrays(batch), infos_of(batch)); }
@@ -272,6 +289,8 @@ void bind_connection(py::module_& m) {
           py::arg("arrays"), py::arg("infos") = py::none(), py::arg("multipart") = py::none(),
           "sends a list of arrays without copying them (multipart: None keeps the connection's framing)")
       .def("connect", &PyConnection::connect, py::arg("urls"), "binds or connects more URLs on the same socket")
+      .def("serve_metrics", &PyConnection::serve_metrics, py::arg("address"),
+           "serves Prometheus metrics of what is received on HOST:PORT; returns the URL")
       .def("close", &PyConnection::close)
       .def_property_readonly("closed", &PyConnection::closed)
       .def_property_readonly("urls",

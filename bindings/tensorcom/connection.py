@@ -301,6 +301,14 @@ class Connection:
         reset() resets the connection's)."""
         return self._stats if self._c is None else self._c.stats
 
+    def serve_metrics(self, address):
+        """Serves Prometheus metrics of what this connection receives (batches,
+        samples, bytes, malformed messages by kind, seconds blocked waiting) on
+        "HOST:PORT" (port 0: any free port), on a thread of its own until the
+        connection is garbage-collected; returns the URL to scrape. See
+        docs/deploy.md, "Metrics"."""
+        return self._core().serve_metrics(address)
+
     @property
     def malformed(self):
         """{kind: count} of malformed messages received and skipped."""

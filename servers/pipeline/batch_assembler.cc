@@ -245,4 +245,9 @@ void BatchAssembler::cancel() {
   changed_.notify_all();
 }
 
+std::size_t BatchAssembler::ready_batches() {
+  std::lock_guard lock(mutex_);
+  return ready_.size();
+}
+
 }  // namespace tensorcom::pipeline

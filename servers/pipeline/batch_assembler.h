@@ -78,6 +78,8 @@ class BatchAssembler {
   void cancel();
 
   [[nodiscard]] const BatchFormat& format() const noexcept { return format_; }
+  // Full batches waiting for next_ready() (for metrics).
+  [[nodiscard]] std::size_t ready_batches();
 
  private:
   struct Filling;

@@ -60,6 +60,12 @@ class BoundedQueue {
     return value;
   }
 
+  // Items queued now (for metrics).
+  std::size_t size() {
+    std::lock_guard lock(mutex_);
+    return items_.size();
+  }
+
   // Producers asleep on a full queue (for tests and diagnostics).
   std::size_t blocked_producers() {
     std::lock_guard lock(mutex_);

@@ -137,6 +137,7 @@ void ImageAugmenter::check_pixels(std::uint64_t width, std::uint64_t height) con
 }
 
 JpegRegion ImageAugmenter::decode_jpeg_box(std::span<const std::byte> encoded, const CropBox& box, int num) {
+  const auto start = std::chrono::steady_clock::now();
   PixelBox origin;  // of the decoded JPEG in the source: a slice of it, when it has restart markers to cut at
   const auto slice = slice_restart_intervals(encoded, {box.x, box.y, box.width, box.height}, slice_);
   if (slice) {
@@ -150,6 +151,7 @@ JpegRegion ImageAugmenter::decode_jpeg_box(std::span<const std::byte> encoded, c
   region.x += origin.x * num / 8;
   region.y += origin.y * num / 8;
   if (region.cmyk) cmyk_to_rgbx(region);
+  decode_time_ += std::chrono::steady_clock::now() - start;
   return region;
 }
 
@@ -270,11 +272,13 @@ void ImageAugmenter::augment_other(std::span<const std::byte> encoded, std::mt19
   check_pixels(declared->width, declared->height);
   cv::Mat raw(1, static_cast<int>(encoded.size()), CV_8U, const_cast<std::byte*>(encoded.data()));
   cv::Mat image;
+  const auto start = std::chrono::steady_clock::now();
   try {
     image = cv::imdecode(raw, cv::IMREAD_UNCHANGED);
   } catch (const cv::Exception& e) {
     throw SampleError("undecodable", e.what());
   }
+  decode_time_ += std::chrono::steady_clock::now() - start;
   if (image.empty()) throw SampleError("undecodable", "not an image OpenCV can read");
   check_pixels(static_cast<std::uint64_t>(image.cols), static_cast<std::uint64_t>(image.rows));
   CropBox box = choose_crop(image.cols, image.rows, rng);

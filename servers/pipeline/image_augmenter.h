@@ -10,6 +10,7 @@
 // One ImageAugmenter per worker thread: it keeps its decoder and scratch memory.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -86,6 +87,10 @@ class ImageAugmenter {
     std::uint64_t total = 0;
   };
   [[nodiscard]] JpegCounts jpeg_counts() const noexcept { return jpeg_counts_; }
+  // Time spent decoding so far (entropy decoding and IDCT of JPEGs, OpenCV's
+  // decoding of other formats): what augment() took beyond it went to
+  // cropping, resizing and flipping. For the servers' per-stage metrics.
+  [[nodiscard]] std::chrono::steady_clock::duration decode_time() const noexcept { return decode_time_; }
 
   // The first half of augment() for a JPEG: draws the crop (and the flip,
   // into *flip) and decodes that box at its DCT scale, RGBX (CMYK already
@@ -138,6 +143,7 @@ class ImageAugmenter {
   PillowResampler pillow_;                   // the same as torchvision on PIL
   std::vector<std::byte> slice_;             // the rows of a JPEG with restart markers that the box needs
   JpegCounts jpeg_counts_;
+  std::chrono::steady_clock::duration decode_time_{};
   SampleGeometry geometry_;
 };
 

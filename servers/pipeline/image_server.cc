@@ -14,6 +14,8 @@
 #include "skip_counter.h"
 #include "tensorcom/formats/printable.h"
 #include "tensorcom/metadata.h"
+#include "tensorcom/programs/metrics_server.h"
+#include "tensorcom/programs/sender_metrics.h"
 #include "tensorcom/url.h"
 
 namespace tensorcom::pipeline {
@@ -33,6 +35,24 @@ std::uint64_t peak_memory_mib() {
   return static_cast<std::uint64_t>(usage.ru_maxrss) / 1024;  // kilobytes on Linux
 }
 
+using Clock = std::chrono::steady_clock;
+constexpr auto kRelaxed = std::memory_order_relaxed;
+
+// Time one thread spent in a stage, read by scrapes. Each thread adds only
+// to its own clocks, on a cache line of their own: timing a sample costs two
+// clock reads and an uncontended relaxed add, no lock.
+struct alignas(64) StageClock {
+  std::atomic<Clock::rep> ticks{0};
+  void add(Clock::duration spent) noexcept { ticks.fetch_add(spent.count(), kRelaxed); }
+  [[nodiscard]] Clock::rep read() const noexcept { return ticks.load(kRelaxed); }
+};
+
+// A worker's two stages.
+struct WorkerClocks {
+  StageClock decode;
+  StageClock augment;  // crop, resize, flip and conversion into the batch
+};
+
 class ImageServer {
  public:
   ImageServer(const ImageServerOptions& options, SampleSource& source)
@@ -44,7 +64,8 @@ class ImageServer {
         assembler_(options.format, batch_buffers(options)),
         skips_(options.program),
         server_id_(options.server_id.empty() ? default_server_id() : options.server_id),
-        connection_(options.addresses, connection_options(options)) {}
+        connection_(options.addresses, connection_options(options)),
+        worker_clocks_(std::make_unique<WorkerClocks[]>(worker_count())) {}
 
   int run();
 
@@ -63,6 +84,8 @@ class ImageServer {
     return std::max<std::size_t>(in_flight + 2, 4);
   }
 
+  [[nodiscard]] std::size_t worker_count() const { return static_cast<std::size_t>(std::max(options_.workers, 1)); }
+
   bool stop_requested() const {
     return stop_.load(std::memory_order_relaxed) || (options_.should_stop && options_.should_stop());
   }
@@ -72,11 +95,14 @@ class ImageServer {
   void say_quota(std::uint64_t epoch, const EpochQuota& quota, std::size_t passes) const;
   bool await_subscribers();
   bool emit(RawSample sample);
-  void work();
+  void clock_reading();  // adds the reader's time since read_mark_ to the read stage
+  void work(std::size_t worker);
   void publish();
   bool send(const TensorList& batch);
   void report() const;
   void summary(double seconds) const;
+  void write_metrics(programs::MetricsText& out);
+  [[nodiscard]] std::unique_ptr<programs::MetricsServer> start_metrics();
 
   const ImageServerOptions& options_;
   SampleSource& source_;
@@ -92,8 +118,10 @@ class ImageServer {
   std::atomic<std::uint64_t> jpegs_total_{0};
   std::atomic<bool> failed_{false};  // the data held nothing to serve
   std::atomic<bool> stop_{false};    // should_stop said so (set by the watcher)
-  std::uint64_t samples_sent_ = 0;
-  std::uint64_t batches_sent_ = 0;
+  programs::SenderMetrics sent_;     // batches and samples sent, time blocked sending
+  StageClock read_clock_;            // the reader's time, less its waits for room in the queue
+  Clock::time_point read_mark_{};    // reader thread: when its current stretch of reading began
+  std::unique_ptr<WorkerClocks[]> worker_clocks_;  // one per worker
 };
 
 void ImageServer::read_all() {
@@ -152,6 +180,7 @@ bool ImageServer::read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer, 
     return !stopped;
   };
   std::optional<std::string> problem;
+  read_mark_ = Clock::now();
   try {
     problem = source_.read(unit, pass_on);
   } catch (const std::bad_alloc&) {
@@ -160,6 +189,7 @@ bool ImageServer::read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer, 
   } catch (const std::exception& e) {
     problem = source_.unit_label(unit) + " abandoned: " + e.what();
   }
+  clock_reading();
   if (problem) {
     ++shard_errors_;
     std::cerr << options_.program << ": " << formats::printable(*problem) << '\n';
@@ -167,12 +197,23 @@ bool ImageServer::read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer, 
   return !stopped && !stop_requested();
 }
 
-bool ImageServer::emit(RawSample sample) {
-  sample.sequence = sequence_++;
-  return queue_.push(std::move(sample));
+void ImageServer::clock_reading() {
+  const Clock::time_point now = Clock::now();
+  read_clock_.add(now - read_mark_);
+  read_mark_ = now;
 }
 
-void ImageServer::work() {
+bool ImageServer::emit(RawSample sample) {
+  sample.sequence = sequence_++;
+  // Waiting for the workers is not reading: the clock pauses while pushing.
+  clock_reading();
+  const bool taken = queue_.push(std::move(sample));
+  read_mark_ = Clock::now();
+  return taken;
+}
+
+void ImageServer::work(std::size_t worker) {
+  WorkerClocks& clocks = worker_clocks_[worker];
   ImageAugmenter augmenter(options_.augment, options_.format.size);
   std::vector<std::uint8_t> scratch(assembler_.format().direct() ? 0 : assembler_.format().image_bytes());
   while (auto sample = queue_.pop()) {
@@ -198,14 +239,25 @@ void ImageServer::work() {
     auto slot = assembler_.acquire();
     if (!slot) break;  // cancelled
     auto rng = seeded_rng({options_.order.seed, sample->sequence, 2});
+    const Clock::time_point start = Clock::now();
+    const Clock::duration decoded_before = augmenter.decode_time();
+    // Timed whether the sample is kept or not: a bad image costs time too.
+    auto time_sample = [&] {
+      const Clock::duration decoding = augmenter.decode_time() - decoded_before;
+      clocks.decode.add(decoding);
+      clocks.augment.add(Clock::now() - start - decoding);
+    };
     try {
       augmenter.augment(*sample->image, rng, slot->direct ? slot->direct : scratch.data());
       assembler_.commit(*slot, scratch.data(), label.value, std::move(sample->key), std::move(sample->shard),
                         augmenter.last_geometry());
+      time_sample();
     } catch (const SampleError& e) {
+      time_sample();
       assembler_.abandon(*slot);
       skips_.skip(e.reason(), sample->key, sample->shard, e.what());
     } catch (const std::exception& e) {
+      time_sample();
       assembler_.abandon(*slot);
       skips_.skip("undecodable", sample->key, sample->shard, e.what());
     }
@@ -217,22 +269,26 @@ void ImageServer::work() {
 bool ImageServer::await_subscribers() {
   // Before the first batch, all of --subscribers: one that joined later
   // would miss the start of the epoch. After it, any one.
-  const std::uint64_t needed = batches_sent_ == 0 ? options_.subscribers : 0;
+  const std::uint64_t needed = sent_.batches() == 0 ? options_.subscribers : 0;
   for (;;) {
     if (connection_.wait_for_subscriber(Milliseconds(50)) && (needed <= 1 || connection_.subscribers() >= needed)) {
+      sent_.set_subscribers(connection_.subscribers());
       return true;
     }
+    sent_.set_subscribers(connection_.subscribers());
     if (stop_requested()) return false;
     if (needed > 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
 
 bool ImageServer::send(const TensorList& batch) {
+  const Clock::time_point start = Clock::now();
   try {
     // Nobody listening: wait rather than decode for nobody (PUB would drop
     // every batch), looking for a stop request between waits.
     if (!await_subscribers()) return false;
     connection_.send(batch);
+    sent_.add_send_blocked(Clock::now() - start);
     return true;
   } catch (const TransportError& e) {
     if (e.code() == EINTR && stop_requested()) return false;
@@ -245,23 +301,23 @@ void ImageServer::publish() {
     TensorList list{batch->images, batch->labels};
     if (options_.format.metadata) {
       list.push_back(metadata_tensor(
-          {std::move(batch->keys), std::move(batch->shards), server_id_, batches_sent_, std::move(batch->geometry)}));
+          {std::move(batch->keys), std::move(batch->shards), server_id_, sent_.batches(), std::move(batch->geometry)}));
     }
     if (!send(list)) return;
-    ++batches_sent_;
-    samples_sent_ += static_cast<std::uint64_t>(batch->labels.dim(0));
-    if (options_.report && batches_sent_ % options_.report == 0) report();
+    sent_.sent(static_cast<std::uint64_t>(batch->labels.dim(0)), batch_bytes(list));
+    if (options_.report && sent_.batches() % options_.report == 0) report();
   }
 }
 
 void ImageServer::report() const {
-  std::cout << options_.program << ": " << batches_sent_ << " batches, " << samples_sent_ << " images; "
+  std::cout << options_.program << ": " << sent_.batches() << " batches, " << sent_.samples() << " images; "
             << connection_.stats().summary() << "; skipped " << skips_.total() << std::endl;
 }
 
 void ImageServer::summary(double seconds) const {
-  std::cout << options_.program << ": done: served " << samples_sent_ << " samples in " << batches_sent_
-            << " batches in " << seconds << " s (" << (seconds > 0 ? samples_sent_ / seconds : 0.0)
+  const std::uint64_t samples = sent_.samples();
+  std::cout << options_.program << ": done: served " << samples << " samples in " << sent_.batches()
+            << " batches in " << seconds << " s (" << (seconds > 0 ? static_cast<double>(samples) / seconds : 0.0)
             << " images/s); skipped: " << skips_.summary() << "; shard errors: " << shard_errors_
             << "; JPEGs cut at restart markers: " << jpegs_sliced_ << " of " << jpegs_total_
             << "; peak memory: " << peak_memory_mib() << " MiB" << std::endl;
@@ -280,6 +336,7 @@ int ImageServer::run() {
             << connection_.describe();
   for (const std::string& bound : connection_.bound_addresses()) std::cout << " [bound " << bound << "]";
   std::cout << std::endl;
+  const std::unique_ptr<programs::MetricsServer> metrics = start_metrics();
 
   const auto start = std::chrono::steady_clock::now();
   std::thread reader([this] {
@@ -287,7 +344,7 @@ int ImageServer::run() {
     queue_.close();
   });
   std::vector<std::thread> workers;
-  for (int i = 0; i < std::max(options_.workers, 1); ++i) workers.emplace_back([this] { work(); });
+  for (std::size_t i = 0; i < worker_count(); ++i) workers.emplace_back([this, i] { work(i); });
   std::thread finisher([&] {
     reader.join();
     for (auto& w : workers) w.join();
@@ -320,7 +377,40 @@ int ImageServer::run() {
   }
   stop_threads();
   summary(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  if (metrics) programs::hold_for_scrapes(options_.metrics_hold_s, options_.should_stop);
   return failed_ ? 1 : 0;
+}
+
+std::unique_ptr<programs::MetricsServer> ImageServer::start_metrics() {
+  if (options_.metrics_address.empty()) return nullptr;
+  auto server = std::make_unique<programs::MetricsServer>(options_.metrics_address,
+                                                          [this](programs::MetricsText& out) { write_metrics(out); });
+  std::cout << options_.program << ": metrics: " << server->url() << std::endl;
+  return server;
+}
+
+// On the metrics server's thread: reads atomics, and takes the queue's,
+// the assembler's and the skip counter's locks briefly.
+void ImageServer::write_metrics(programs::MetricsText& out) {
+  Clock::rep decode = 0, augment = 0;
+  for (std::size_t i = 0; i < worker_count(); ++i) {
+    decode += worker_clocks_[i].decode.read();
+    augment += worker_clocks_[i].augment.read();
+  }
+  sent_.write(out, {{"read", programs::seconds_of(read_clock_.read())},
+                    {"decode", programs::seconds_of(decode)},
+                    {"augment", programs::seconds_of(augment)}});
+  out.family("tensorcom_server_skipped_samples_total", programs::MetricType::kCounter,
+             "Samples skipped instead of served, by reason.");
+  for (const auto& [reason, count] : skips_.counts()) out.sample(count, {{"reason", reason}});
+  out.counter("tensorcom_server_shard_errors_total", "Shards (or files) abandoned part way for an error.",
+              shard_errors_.load(kRelaxed));
+  out.family("tensorcom_server_queue_depth", programs::MetricType::kGauge,
+             "Items waiting now: encoded samples for a worker (decode), full batches for sending (send).");
+  out.sample(static_cast<double>(queue_.size()), {{"queue", "decode"}});
+  out.sample(static_cast<double>(assembler_.ready_batches()), {{"queue", "send"}});
+  out.gauge("tensorcom_server_workers", "Decoding threads: the most decode + augment seconds a second can take.",
+            static_cast<double>(worker_count()));
 }
 
 }  // namespace

@@ -45,6 +45,12 @@ struct ImageServerOptions {
   std::uint64_t memory_limit = 0;
   std::string server_id;              // in metadata; hostname:pid when empty
   ConnectionOptions connection;
+  // HOST:PORT to serve Prometheus metrics on (port 0: any free port; the
+  // bound URL is printed). Empty: no metrics endpoint.
+  std::string metrics_address;
+  // Seconds to keep answering scrapes after serving ends, so that the last
+  // values are collected (a stop signal ends the wait).
+  double metrics_hold_s = 0;
   // Polled (every 50 ms and between samples): true ends serving early, with
   // a summary. Empty: serve until the epochs are done.
   std::function<bool()> should_stop;

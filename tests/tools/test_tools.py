@@ -247,7 +247,9 @@ def test_tensormon_json_counts(tmp_path):
     assert all(type(o[k]) is int for o in reports for k in ("index", "batch_size"))
     assert all(type(summary[k]) is float for k in ("seconds", "batches_per_s", "samples_per_s", "mb_per_s"))
     assert set(summary) == {"summary", "batches", "samples", "bytes", "seconds", "batches_per_s", "samples_per_s",
-                            "mb_per_s"}
+                            "mb_per_s", "waiting", "bottleneck"}
+    for o in objects:
+        assert 0 <= o["waiting"] <= 1 and o["bottleneck"] in ("producer", "consumer")
     assert (summary["batches"], summary["samples"], summary["bytes"]) == (5, 5 * b, 5 * batch_bytes)
     assert summary["seconds"] > 0
     # The clock starts at the first batch: 4 intervals, 4 batches' samples and bytes.
@@ -263,15 +265,16 @@ def test_tensormon_text_lines(tmp_path):
     lines = r.stdout.splitlines()
     assert len(lines) == 3, lines
     for index, line in zip((2, 4), lines):
-        m = re.fullmatch(r" *(\d+) +([\d.]+) batches/s +([\d.]+) samples/s \(batchsize: (\d+)\) +([\d.]+) MB/s",
-                         line)
+        m = re.fullmatch(r" *(\d+) +([\d.]+) batches/s +([\d.]+) samples/s \(batchsize: (\d+)\) +([\d.]+) MB/s"
+                         r"; bottleneck: (producer|consumer) \(waiting \d+%\)", line)
         assert m, line
         bps, sps, mbs = (float(m.group(i)) for i in (2, 3, 5))
         # The reference's line exactly (its own format string), MB/s after it.
         reference = "{:20d} {:8.3f} batches/s {:8.3f} samples/s (batchsize: {:d})".format(index, bps, sps, 6)
-        assert line == reference + f" {mbs:8.3f} MB/s"
+        assert line.startswith(reference + f" {mbs:8.3f} MB/s; ")
     assert re.fullmatch(r"tensormon: done, 4 batches, 24 samples, \d+ bytes in [\d.]+ s: [\d.]+ batches/s "
-                        r"[\d.]+ samples/s [\d.]+ MB/s", lines[2]), lines[2]
+                        r"[\d.]+ samples/s [\d.]+ MB/s; bottleneck: (producer|consumer) \(waiting \d+%\)",
+                        lines[2]), lines[2]
 
 
 def test_tensormon_live_line_on_a_terminal(tmp_path):

@@ -67,6 +67,8 @@ class BatchSource {
   [[nodiscard]] int exit_status() const noexcept;
 
   [[nodiscard]] const Statistics& stats() const noexcept { return connection_.stats(); }
+  // The receiving connection, for its counts (malformed messages...).
+  [[nodiscard]] const Connection& connection() const noexcept { return connection_; }
   [[nodiscard]] std::string describe() const { return connection_.describe(); }
 
   // Runs before each silence message, so that a live display can end its
