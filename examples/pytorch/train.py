@@ -100,6 +100,9 @@ def parse_args(argv):
     p.add_argument("--world", type=int, default=int(os.environ.get("WORLD_SIZE", 1)),
                    help="data-parallel ranks in all (default $WORLD_SIZE or 1)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a tensorcom batch")
+    p.add_argument("--curve-secret", metavar="FILE",
+                   help="tensorcom: this trainer's CURVE secret certificate (tenbin keygen; docs/security.md)")
+    p.add_argument("--curve-server", metavar="FILE", help="tensorcom: the servers' public CURVE certificate")
     p.add_argument("--report", type=int, default=20,
                    help="progress every N steps: a line, or on a terminal the bar's loss and waiting (0: never)")
     args = p.parse_args(argv)
@@ -179,7 +182,8 @@ class TensorcomBatches:
         # Training data is shared out among ranks; evaluation (split False)
         # is every rank's, from PUB servers (docs/deploy.md).
         mine = tensorcom.rank_urls(urls.split(), args.rank, args.world) if split else urls.split()
-        self.connection = tensorcom.Connection(mine, converters=converter, timeout=args.timeout)
+        curve = {k: v for k, v in (("curve_secret", args.curve_secret), ("curve_server", args.curve_server)) if v}
+        self.connection = tensorcom.Connection(mine, converters=converter, timeout=args.timeout, **curve)
         self.first = True
         self.batch_size = batch_size
         self.next_batch = self._received if batch_size is None else Rebatcher(self._received, batch_size)

@@ -118,11 +118,11 @@ def synth_ten(tmp_path, name="synth", batch=4, size=8, count=2, classes=1000):
 
 
 @contextmanager
-def serve_ten(tmp_path, url, path=None):
+def serve_ten(tmp_path, url, path=None, extra=()):
     """serve-ten sending a .ten file's batches (default: a small synth_ten's) in
     order, forever, on url; yields the bound port."""
     path = path or synth_ten(tmp_path)
-    proc = subprocess.Popen([SERVE_TEN, "-i", str(path), "--epochs", "0", url], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([SERVE_TEN, "-i", str(path), "--epochs", "0", *extra, url], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
     try:
         m = re.search(r"\[bound tcp://127\.0\.0\.1:(\d+)\]", proc.stdout.readline())
@@ -212,6 +212,25 @@ def test_train_tensorcom_and_synthetic_in_one_run(tmp_path):
     assert re.search(r"train: tensorcom:zrpull://\S+: 8 images in [\d.]+ s, [\d.]+ images/s, "
                      r"waiting for data \d+%$", out, re.M), out
     assert re.search(r"^synthetic\s+[\d.]+$", out, re.M), out
+
+
+def test_train_over_curve(tmp_path):
+    """train.py as a CURVE client of an allow-listing server; a trainer
+    without the keys gets nothing and times out."""
+    tenbin_exe = os.path.join(os.path.dirname(SERVE_TEN), "..", "tools", "tenbin")
+    (tmp_path / "allowed").mkdir()
+    for name in ("server", "allowed/trainer"):
+        subprocess.run([tenbin_exe, "keygen", str(tmp_path / name)], check=True, capture_output=True, timeout=30)
+    curve = ("--curve-secret", str(tmp_path / "server_secret"), "--curve-allow", str(tmp_path / "allowed"))
+    with serve_ten(tmp_path, "zrpush://127.0.0.1:0", synth_ten(tmp_path, size=32), extra=curve) as port:
+        url = f"tensorcom:zrpull://127.0.0.1:{port}"
+        out = run_train("--data", url, "--timeout", "20", "--no-amp", "--curve-secret",
+                        str(tmp_path / "allowed" / "trainer_secret"), "--curve-server", str(tmp_path / "server"))
+        assert re.search(r"train: tensorcom:zrpull://\S+: 8 images in", out), out
+        cmd = [sys.executable, TRAIN, "--arch", "resnet18", "--steps", "1", "--warmup", "0", "--image-size", "32",
+               "--device", "cpu", "--data", url, "--timeout", "3"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert r.returncode != 0 and "no batch" in r.stderr, r.stderr
 
 
 def test_train_folder_with_workers(tmp_path):
