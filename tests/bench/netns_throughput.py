@@ -41,6 +41,7 @@ import netns_hosts  # noqa: E402
 HOSTS = {"a": "10.78.0.1", "b": "10.78.0.2", "t": "10.78.0.3"}
 BASE_PORT = 7700
 GOAL = 0.9
+STARTUP_S = 30  # the longest wait for a first rate line, or for two in a window
 SERVER_LINE = re.compile(r": (\d+) batches, (\d+) images;")
 
 
@@ -72,6 +73,18 @@ class Counted:
         if len(inside) < 2 or inside[-1][0] == inside[0][0]:
             return None
         return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+
+    def lines_since(self, start):
+        return sum(1 for t, _ in list(self.points) if t >= start)
+
+    def sending_blocked(self):
+        """Whether the main thread (a server's publisher) is waiting in poll(): in ZeroMQ's send, for a peer
+        with room. Waiting for the next batch is a futex wait instead."""
+        try:
+            with open(f"/proc/{self.proc.pid}/wchan") as f:
+                return "poll" in f.read()
+        except OSError:
+            return False
 
     def cpu_seconds(self):
         """User + system seconds so far (`ip netns exec` execs: the pid is the program's own)."""
@@ -139,6 +152,13 @@ def start_tensormon(args, hosts, host, places):
     return Counted(argv, tensormon_count)
 
 
+def wait_until(condition, seconds):
+    """Polls condition until it holds or seconds pass."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def cpu_times():
     """The machine's (busy, idle) jiffies so far, all cores."""
     with open("/proc/stat") as f:
@@ -147,55 +167,72 @@ def cpu_times():
     return sum(fields[:8]) - idle, idle
 
 
+class Window:
+    """What measure() saw: the window, CPU seconds and the share of time blocked sending by process, and the
+    machine's idle share."""
+
+    def __init__(self, start, end, cpu, blocked, idle):
+        self.start, self.end, self.cpu, self.blocked, self.idle = start, end, cpu, blocked, idle
+
+
 def measure(args, processes):
-    """Waits out the warm-up, then the window; returns (start, end, CPU seconds by process, the machine's idle
-    share in the window)."""
+    """Waits out the warm-up, then the window, sampling who is blocked sending; returns a Window."""
+    wait_until(lambda: all(p.points for p in processes), STARTUP_S)
     time.sleep(args.warmup)
     cpu = [p.cpu_seconds() for p in processes]
     busy, idle = cpu_times()
     start = time.monotonic()
-    time.sleep(args.seconds)
+    blocked = [0] * len(processes)
+    samples = 0
+    while time.monotonic() < start + args.seconds:
+        blocked = [b + p.sending_blocked() for b, p in zip(blocked, processes)]
+        samples += 1
+        time.sleep(0.02)
+    # A process starved by the machine's other users may need longer to
+    # print two lines.
+    wait_until(lambda: all(p.lines_since(start) >= 2 for p in processes), STARTUP_S)
     end = time.monotonic()
     cpu = [p.cpu_seconds() - c for p, c in zip(processes, cpu)]
     busy, idle = (now - then for now, then in zip(cpu_times(), (busy, idle)))
     for p in processes:
         if p.proc.poll() is not None:
             sys.exit(f"a process died (status {p.proc.returncode}): {p.proc.args}\n" + "\n".join(p.errors[-5:]))
-    return start, end, cpu, idle / max(busy + idle, 1)
+    return Window(start, end, cpu, [b / max(samples, 1) for b in blocked], idle / max(busy + idle, 1))
 
 
 def rate_or_die(process, start, end):
     rate = process.rate(start, end)
     if rate is None:
-        sys.exit(f"fewer than two rate lines in a window from {process.proc.args[4]} in {process.proc.args[3]} "
-                 f"(the machine too busy?): lengthen --seconds or use a smaller --batch")
+        sys.exit(f"fewer than two rate lines in {STARTUP_S} s from {process.proc.args[4]} in "
+                 f"{process.proc.args[3]}: the machine too busy? (try a smaller --batch)")
     return rate
 
 
 def run_alone(args, hosts, count):
-    """(sum of the servers' rates, their CPU %), each feeding a tensormon on its own host."""
+    """Sum of the servers' rates, each feeding a tensormon on its own host."""
     places = placements(count)
     servers = [start_server(args, hosts, h, p, i) for i, (h, p) in enumerate(places)]
     sinks = [start_tensormon(args, hosts, h, [(h, p)]) for h, p in places]
     try:
-        start, end, cpu, _ = measure(args, servers + sinks)
-        return sum(rate_or_die(s, start, end) for s in servers), 100 * sum(cpu[:count]) / (end - start)
+        w = measure(args, servers + sinks)
+        return sum(rate_or_die(s, w.start, w.end) for s in servers)
     finally:
         stop_all(servers, sinks)
 
 
 def run_fan_in(args, hosts, count):
-    """(sum of the servers' rates, the trainer's rate, CPU % of the servers and of the trainer, the machine's idle
-    %), over one window."""
+    """(sum of the servers' rates, the trainer's rate, CPU % of the servers and of the trainer, % of time the
+    servers were blocked sending, the machine's idle %), over one window."""
     places = placements(count)
     servers = [start_server(args, hosts, h, p, i) for i, (h, p) in enumerate(places)]
     trainer = start_tensormon(args, hosts, "t", places)
     try:
-        start, end, cpu, idle = measure(args, servers + [trainer])
-        served = sum(rate_or_die(s, start, end) for s in servers)
-        received = rate_or_die(trainer, start, end)
-        seconds = end - start
-        return served, received, 100 * sum(cpu[:-1]) / seconds, 100 * cpu[-1] / seconds, 100 * idle
+        w = measure(args, servers + [trainer])
+        served = sum(rate_or_die(s, w.start, w.end) for s in servers)
+        received = rate_or_die(trainer, w.start, w.end)
+        seconds = w.end - w.start
+        return (served, received, 100 * sum(w.cpu[:-1]) / seconds, 100 * w.cpu[-1] / seconds,
+                100 * sum(w.blocked[:-1]) / count, 100 * w.idle)
     finally:
         stop_all(servers, [trainer])
 
@@ -238,7 +275,7 @@ def main():
             # In turns, the best of --repeat: others' load comes and goes.
             for _ in range(args.repeat):
                 for count in counts:
-                    alone[count] = max(alone[count], run_alone(args, hosts, count)[0])
+                    alone[count] = max(alone[count], run_alone(args, hosts, count))
                     run = run_fan_in(args, hosts, count)
                     if fan_in[count] is None or run[1] > fan_in[count][1]:
                         fan_in[count] = run
@@ -249,18 +286,19 @@ def main():
           f"{os.cpu_count()} cores shared "
           f"by every process; shards {'synthetic' if 'synth-{' in args.shards else args.shards}")
     print(f"  {'servers':>7} {'alone sum':>10} {'served sum':>10} {'trainer':>10} {'ratio':>6} {'vs alone':>8} "
-          f"{'MB/s':>7} {'CPU% servers':>12} {'CPU% trainer':>12} {'idle%':>5}")
-    for count, alone, served, received, cpu_servers, cpu_trainer, idle in rows:
+          f"{'MB/s':>7} {'CPU% servers':>12} {'CPU% trainer':>12} {'blocked%':>8} {'idle%':>5}")
+    for count, alone, served, received, cpu_servers, cpu_trainer, blocked, idle in rows:
         ratio = received / served
         print(f"  {count:>7} {alone:>10.1f} {served:>10.1f} {received:>10.1f} {ratio:>6.3f} {received / alone:>8.3f} "
-              f"{received * args.size * args.size * 3 / 1e6:>7.1f} {cpu_servers:>12.0f} {cpu_trainer:>12.0f} {idle:>5.0f}")
+              f"{received * args.size * args.size * 3 / 1e6:>7.1f} {cpu_servers:>12.0f} {cpu_trainer:>12.0f} {blocked:>8.0f} {idle:>5.0f}")
     worst = min(r[3] / r[2] for r in rows)
     print(f"  images/s. ratio = trainer / served sum, same window; goal >= {GOAL}: "
           f"{'met' if worst >= GOAL else 'not met'} (worst {worst:.3f}).")
     print("  vs alone = trainer / the servers' sum when each feeds a receiver on its own host (another window).")
-    print("  CPU%: of one core, in the window; idle%: the machine's idle share (0: the servers were held back by")
-    print("  CPU, which the trainer, the bridge and the machine's other users share with them here, not by the")
-    print("  trainer's pace).")
+    print("  CPU%: of one core, in the window. blocked%: the servers' mean share of the window spent waiting in")
+    print("  ZeroMQ's send for the trainer to take a batch (sampled): near 0, the trainer and the network kept up.")
+    print("  idle%: the machine's idle CPU (0: the servers were limited by the cores they share with the trainer,")
+    print("  the bridge and the machine's other users).")
 
 if __name__ == "__main__":
     main()
