@@ -18,7 +18,9 @@ import subprocess
 
 def ip(*args, check=True):
     """Runs `ip ARGS`; raises CalledProcessError when check and it fails."""
-    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=20)
+    # Generous: on a busy machine another process's namespace teardown can
+    # hold the kernel's network lock for many seconds (once seen: over 20).
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=60)
 
 
 def usable():
