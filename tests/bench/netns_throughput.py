@@ -109,8 +109,8 @@ class Counted:
 
 
 def stop_all(servers, receivers):
-    """Stops the servers, then their receivers: a server blocked sending to a
-    receiver that has gone does not see SIGTERM (signals reach any thread)."""
+    """Stops the servers, then their receivers: a server whose only receiver
+    has gone waits in ZeroMQ's send with no timeout, and may miss SIGTERM."""
     for group in (servers, receivers):
         for p in group:
             p.terminate()
