@@ -13,7 +13,7 @@ batches by server, from the batches' --meta.
 
 Needs root (CAP_NET_ADMIN) and `ip`; skips (exit 77) where namespaces
 cannot be made. Addresses are in 10.77.0.0/24, inside the test's own
-namespaces only; all are removed at the end.
+namespaces only (made by netns_hosts.py); all are removed at the end.
 
     TENSORCOM_BUILD_DIR   the meson build dir (servers/, bindings/)
 """
@@ -31,37 +31,16 @@ import cv2
 import numpy as np
 import pytest
 
+import netns_hosts
+
 BUILD_DIR = os.environ.get("TENSORCOM_BUILD_DIR", "")
 SHARDS_EXE = os.path.join(BUILD_DIR, "servers", "serve-imagenet-shards")
 BINDINGS = os.path.join(BUILD_DIR, "bindings")
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trainer_probe.py")
-TAG = f"{os.getpid() % 100000}"
 HOSTS = {"a": "10.77.0.1", "b": "10.77.0.2", "t": "10.77.0.3"}
 PORTS = (7600, 7601)
 
-
-def ns(host):
-    return f"tc{host}{TAG}"
-
-
-BRIDGE_NS = ns("br")
-
-
-def ip(*args, check=True):
-    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=20)
-
-
-def namespaces_usable():
-    if os.geteuid() != 0 or subprocess.run(["which", "ip"], capture_output=True).returncode != 0:
-        return False
-    probe = f"tcprobe{TAG}"
-    if ip("netns", "add", probe, check=False).returncode != 0:
-        return False
-    ip("netns", "del", probe, check=False)
-    return True
-
-
-if not namespaces_usable():
+if not netns_hosts.usable():
     pytest.skip("network namespaces cannot be made here (needs root and ip)", allow_module_level=True)
 if not os.path.isdir(os.path.join(BINDINGS, "tensorcom")):
     pytest.skip("the Python bindings were not built (the trainer uses them)", allow_module_level=True)
@@ -70,24 +49,8 @@ if not os.path.isdir(os.path.join(BINDINGS, "tensorcom")):
 @pytest.fixture(scope="module")
 def network():
     """The bridge namespace and three hosts, each with eth0 on the bridge."""
-    made = []
-    try:
-        for name in [BRIDGE_NS] + [ns(h) for h in HOSTS]:
-            ip("netns", "add", name)
-            made.append(name)
-        ip("-n", BRIDGE_NS, "link", "add", "br0", "type", "bridge")
-        ip("-n", BRIDGE_NS, "link", "set", "br0", "up")
-        for host, address in HOSTS.items():
-            port = f"p{host}"
-            ip("-n", BRIDGE_NS, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns(host))
-            ip("-n", BRIDGE_NS, "link", "set", port, "master", "br0", "up")
-            ip("-n", ns(host), "addr", "add", f"{address}/24", "dev", "eth0")
-            ip("-n", ns(host), "link", "set", "eth0", "up")
-            ip("-n", ns(host), "link", "set", "lo", "up")
-        yield
-    finally:
-        for name in made:
-            ip("netns", "del", name, check=False)
+    with netns_hosts.NamespaceHosts(HOSTS) as hosts:
+        yield hosts
 
 
 def smooth_jpeg(rng, size=48):
@@ -119,14 +82,14 @@ def shards(tmp_path_factory):
 class Server:
     """One serve-imagenet-shards in a host namespace, serving forever."""
 
-    def __init__(self, host, port, rank, shards, logdir):
-        self.host, self.port, self.rank, self.shards, self.logdir = host, port, rank, shards, logdir
+    def __init__(self, hosts, host, port, rank, shards, logdir):
+        self.hosts, self.host, self.port, self.rank, self.shards, self.logdir = hosts, host, port, rank, shards, logdir
         self.proc = None
         self.start()
 
     def start(self):
         pattern = "{" + ",".join(self.shards) + "}"
-        args = ["ip", "netns", "exec", ns(self.host), SHARDS_EXE, "-u", pattern, "--rank", str(self.rank),
+        args = self.hosts.exec_prefix(self.host) + [SHARDS_EXE, "-u", pattern, "--rank", str(self.rank),
                 "--world", "4", "-b", "4", "--size", "32", "-w", "1", "-r", "0", "--meta", "--shuffle", "0",
                 "--hwm", "2", "--linger", "0", f"zrpush://{HOSTS[self.host]}:{self.port}"]
         log = open(os.path.join(self.logdir, f"server-{self.host}{self.port}.log"), "ab")
@@ -142,9 +105,9 @@ class Server:
 class Trainer:
     """trainer_probe.py in the trainer namespace; its lines arrive on a queue."""
 
-    def __init__(self, urls):
+    def __init__(self, hosts, urls):
         env = dict(os.environ, PYTHONPATH=BINDINGS, PYTHONDONTWRITEBYTECODE="1")
-        self.proc = subprocess.Popen(["ip", "netns", "exec", ns("t"), sys.executable, PROBE, *urls],
+        self.proc = subprocess.Popen(hosts.exec_prefix("t") + [sys.executable, PROBE, *urls],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                      env=env)
         self.lines = queue.Queue()
@@ -184,10 +147,10 @@ def by_host(counts, pids):
 
 
 def test_trainer_rides_through_a_link_outage_and_a_server_restart(network, shards, tmp_path):
-    servers = [Server(h, p, r, shards, str(tmp_path)) for r, (h, p) in enumerate(
+    servers = [Server(network, h, p, r, shards, str(tmp_path)) for r, (h, p) in enumerate(
         [("a", PORTS[0]), ("a", PORTS[1]), ("b", PORTS[0]), ("b", PORTS[1])])]
     urls = [f"zrpull://{HOSTS[h]}:{PORTS[0]}" for h in "ab"] + [f"zrpull://{HOSTS[h]}:{PORTS[1]}" for h in "ab"]
-    trainer = Trainer(urls)
+    trainer = Trainer(network, urls)
     try:
         def pids():
             # ip netns exec execs the server: the pid is the server's own.
@@ -199,11 +162,11 @@ def test_trainer_rides_through_a_link_outage_and_a_server_restart(network, shard
         assert set(hosts) == {"a7600", "a7601", "b7600", "b7601"}, hosts
 
         # 2. Host A's link goes down for 3 s: B keeps the trainer fed.
-        ip("-n", BRIDGE_NS, "link", "set", "pa", "down")
+        network.set_link("a", up=False)
         trainer.collect(0.5)  # what was already in flight from A
         during = by_host(trainer.collect(2.5), pids())
         print("during outage", during)
-        ip("-n", BRIDGE_NS, "link", "set", "pa", "up")
+        network.set_link("a", up=True)
         assert during.get("b7600", 0) > 0 and during.get("b7601", 0) > 0, during
         assert during.get("a7600", 0) + during.get("a7601", 0) <= 4, during  # no more than buffered
 
