@@ -22,7 +22,7 @@ std::string next_monitor_address() {
 SocketMonitor::SocketMonitor(zmq::socket_t& socket, int ipc_buffer_bytes) : monitor_(ipc_buffer_bytes) {
   // init() must run on the socket's own thread; the monitor's PAIR socket then
   // belongs to the watching thread alone (until stop() has joined it).
-  monitor_.init(socket, next_monitor_address(), ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED);
+  monitor_.init(socket, next_monitor_address(), ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED);
   thread_ = std::thread([this] {
     // Signals are the application's threads' business, not this watcher's.
     sigset_t all;
@@ -64,17 +64,24 @@ std::uint64_t SocketMonitor::stop() {
       // The count so far stands.
     }
   }
-  return monitor_.connections.load();
+  return monitor_.open.load();
 }
 
 void SocketMonitor::Monitor::on_event_connected(const zmq_event_t& event, const char* address) {
   ++connections;
+  ++open;
   tune(event.value, address);
 }
 
 void SocketMonitor::Monitor::on_event_accepted(const zmq_event_t& event, const char* address) {
   ++connections;
+  ++open;
   tune(event.value, address);
+}
+
+void SocketMonitor::Monitor::on_event_disconnected(const zmq_event_t&, const char*) {
+  // Only this watcher's thread writes the count: no race below zero.
+  if (open.load() > 0) --open;
 }
 
 void SocketMonitor::Monitor::tune(int fd, const char* address) const {

@@ -1,10 +1,11 @@
 // Internal: watches a socket's connections through ZeroMQ's monitor, for two
 // reasons.
 //
-// Peers: close() lets queued batches linger only when some peer connected
-// (or connects within a short grace, as a connect still in progress does);
-// with none, nothing could be delivered, and waiting the linger just delays
-// the exit of a program that never found its server.
+// Peers: close() lets queued batches linger only when some peer is
+// connected (or connects within a short grace, as a connect still in
+// progress does); with none, nothing could be delivered, and waiting the
+// linger just delays the exit of a program that never found its server, or
+// whose receivers have all gone.
 //
 // ipc buffers: ZeroMQ applies ZMQ_SNDBUF and ZMQ_RCVBUF to tcp connections
 // only; ipc (Unix-domain) connections keep the kernel's default of about
@@ -36,7 +37,7 @@ class SocketMonitor {
   bool wait_for_connection(std::chrono::milliseconds wait) const;
 
   // Stops watching and reads the events still queued. Returns: connections
-  // made or accepted since watching started. Idempotent.
+  // open now (made or accepted, not yet lost). Idempotent.
   std::uint64_t stop();
 
  private:
@@ -45,7 +46,9 @@ class SocketMonitor {
     explicit Monitor(int bytes) : bytes_(bytes) {}
     void on_event_connected(const zmq_event_t& event, const char* address) override;
     void on_event_accepted(const zmq_event_t& event, const char* address) override;
-    std::atomic<std::uint64_t> connections{0};
+    void on_event_disconnected(const zmq_event_t& event, const char* address) override;
+    std::atomic<std::uint64_t> connections{0};  // ever made or accepted
+    std::atomic<std::uint64_t> open{0};         // of them, not lost since
 
    private:
     void tune(int fd, const char* address) const;

@@ -977,6 +977,23 @@ def test_signal_stops_a_server_reading_a_stalled_pipe_and_ends_the_command(clean
     assert still.stdout.strip() == "" and leftover.stdout.strip() == "", (still.stdout, leftover.stdout)
 
 
+def test_a_server_whose_receivers_are_gone_stops_at_once(clean_data, rundir):
+    """A PUSH server whose only receiver went away has batches it cannot
+    deliver: a stop signal ends it at once, not after --linger (10 s by
+    default), which is for batches a connected receiver is still taking."""
+    paths, _ = clean_data
+    with forever_server(["-u", paths[0], "-b", "4", "--size", "16", "-r", "0", "-w", "2"], rundir) as (proc, pull):
+        receive(pull, 2)
+        pull.close(linger=0)
+        time.sleep(0.5)  # the server sees the receiver go, fills its queues, waits
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, (out, err)
+        assert b": done: served " in out, out
+        assert time.monotonic() - start < 5, "waited out the linger for a receiver that is gone"
+
+
 def test_resample_reads_whole_shards_with_replacement(clean_data, rundir):
     paths, labels = clean_data
     r = run(shard_args(paths) + ["--epochs", "3", "--resample", "--meta", "-b", "8", "--size", "16",

@@ -143,10 +143,10 @@ class Connection {
   void connect(std::span<const std::string> urls);
 
   // Closes the socket. Queued outgoing batches get up to options().linger
-  // to leave, but only if some peer connected (a connect in progress gets
-  // a quarter second to complete): a sender that never had one (a server
-  // never found, a program interrupted before anything happened) or sent
-  // nothing, and every receiver, closes at once. Afterwards
+  // to leave, but only if some peer is connected (a connect in progress gets
+  // a quarter second to complete): a sender that has none (a server never
+  // found, receivers that have all gone, a program interrupted before
+  // anything happened) or sent nothing, and every receiver, closes at once. Afterwards
   // send() and recv() throw TransportError; stats(), options(), endpoints()
   // stay readable. Idempotent; the destructor closes.
   void close();
