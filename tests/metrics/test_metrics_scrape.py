@@ -8,7 +8,6 @@ Environment: TENSORCOM_BUILD_DIR (the meson build dir), TENSORCOM_SOURCE_DIR
 what they bound); every process is killed in a finally, every wait bounded.
 """
 
-import io
 import json
 import os
 import re
@@ -16,7 +15,6 @@ import select
 import signal
 import subprocess
 import sys
-import tarfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -30,6 +28,9 @@ prometheus_parser = pytest.importorskip("prometheus_client.parser")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import tenbin_ref as tb  # noqa: E402
+
+sys.path.insert(0, os.path.join(HERE, "..", "servers"))
+import server_helpers as h  # noqa: E402
 
 BUILD_DIR = os.environ.get("TENSORCOM_BUILD_DIR", "")
 SOURCE_DIR = os.environ.get("TENSORCOM_SOURCE_DIR", os.path.join(HERE, "..", ".."))
@@ -113,33 +114,16 @@ def value(samples, name, **labels):
 
 # --- shards ----------------------------------------------------------------------
 
-def jpeg(rng, h, w):
-    import cv2
-    img = rng.integers(0, 255, (h, w, 3), dtype=np.uint8)
-    ok, buf = cv2.imencode(".jpg", img)
-    assert ok
-    return buf.tobytes()
-
-
-def write_shard(path, samples):
-    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
-        for key, members in samples:
-            for ext, data in members.items():
-                info = tarfile.TarInfo(f"{key}.{ext}")
-                info.size = len(data)
-                info.mtime = 1700000000
-                tar.addfile(info, io.BytesIO(data))
-
-
 def make_shards(tmp_path, good=30, corrupt=1):
     """Two shards: `good` JPEG samples and `corrupt` images that are not images."""
     rng = np.random.default_rng(0)
-    samples = [(f"s{i:04d}", {"jpg": jpeg(rng, 40, 48), "cls": str(i % 5).encode()}) for i in range(good)]
+    samples = [(f"s{i:04d}", {"jpg": h.encode(rng.integers(0, 255, (40, 48, 3), dtype=np.uint8), "jpg"),
+                              "cls": h.cls(i % 5)}) for i in range(good)]
     samples += [(f"bad{i}", {"jpg": b"\xff\xd8 not really a JPEG", "cls": b"1"}) for i in range(corrupt)]
     half = len(samples) // 2
     paths = [tmp_path / "a.tar", tmp_path / "b.tar"]
-    write_shard(paths[0], samples[:half])
-    write_shard(paths[1], samples[half:])
+    h.write_tar(str(paths[0]), samples[:half])
+    h.write_tar(str(paths[1]), samples[half:])
     return paths
 
 
