@@ -352,10 +352,15 @@ def test_tensormon_names_a_slow_consumer(tmp_path):
 def test_tensormon_prints_the_bottleneck_in_its_lines(tmp_path):
     path = write_ten(tmp_path / "c.ten", 10)
     with serve_ten(path, "--epochs", 0, "--rate", 100) as (_, _, url):
-        r = subprocess.run([need(TENSORMON), "-c", "10", "-r", "5", url], capture_output=True, text=True,
+        r = subprocess.run([need(TENSORMON), "-c", "40", "-r", "10", url], capture_output=True, text=True,
                            timeout=RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr
-    for line in r.stdout.splitlines():
+    lines = r.stdout.splitlines()
+    assert len(lines) >= 4, r.stdout
+    # The first intervals may be a burst the server queued (up to its and
+    # tensormon's high-water marks) before tensormon read, as after a slow
+    # start under a sanitizer: they prove nothing either way.
+    for line in lines[2:]:
         assert re.search(r"; bottleneck: producer \(waiting \d+%\)$", line), line
 
 
