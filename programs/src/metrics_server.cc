@@ -22,7 +22,10 @@ class MetricsServer::Impl {
     // hold that thread from the others.
     server_.new_task_queue = [] { return new httplib::ThreadPool(1); };
     server_.set_keep_alive_max_count(1);
-    server_.set_read_timeout(5, 0);
+    // A scraper sends its request at once: a silent connection is dropped
+    // after a second (httplib waits keep_alive_timeout for the first byte).
+    server_.set_read_timeout(1, 0);
+    server_.set_keep_alive_timeout(1);
     server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
       MetricsText text;
       collect_(text);

@@ -325,6 +325,37 @@ def test_python_connection_serves_receiver_metrics(tmp_path):
             connection.close()
 
 
+def test_hostile_http_clients_cannot_stop_scrapes(tmp_path):
+    """Silent connections, an oversized request, binary junk and a request
+    for another path: each is answered or dropped within the endpoint's
+    short read timeout, and a scrape after them still gets its metrics."""
+    import socket
+    with running([need(TENSORMON), "--metrics", "127.0.0.1:0", "zsub://127.0.0.1:1"]) as mon:
+        url = Lines(mon.stderr).wait_for(METRICS_URL).group(1)
+        port = int(re.search(r":(\d+)/metrics", url).group(1))
+        held = []
+        try:
+            for _ in range(3):  # say nothing, keep the connection open
+                held.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+            for payload in (b"GET /metrics HTTP/1.1\r\nX-Long: " + b"a" * 200000 + b"\r\n\r\n",
+                            bytes(range(256)) * 64,
+                            b"GET /nothing-here HTTP/1.1\r\nHost: x\r\n\r\n"):
+                c = socket.create_connection(("127.0.0.1", port), timeout=5)
+                held.append(c)
+                try:
+                    c.sendall(payload)
+                except OSError:
+                    pass  # the endpoint may close on us mid-request: fine
+            start = time.monotonic()
+            samples, _ = scrape(url)
+            assert "tensorcom_receiver_batches_total" in samples
+            assert time.monotonic() - start < 8, "the scrape waited behind the hostile clients too long"
+        finally:
+            for c in held:
+                c.close()
+        assert mon.poll() is None, "tensormon died"
+
+
 # --- the bottleneck --------------------------------------------------------------
 
 def bottleneck_of(tmp_path, server_args, monitor_args, n=30):
