@@ -146,6 +146,18 @@ void ImageServerCli::finish() {
     throw ArgumentError("--batch, --size and --workers must be positive");
   }
   if (s.order.world == 0 || s.order.rank >= s.order.world) throw ArgumentError("--rank must be below --world");
+  // Bounds well past any real job; they also catch negative numbers, which
+  // the option parser reads as huge unsigned ones.
+  constexpr std::uint64_t kMostSubscribers = 100000, kMostEpochSamples = std::uint64_t{1} << 40;
+  if (s.subscribers > kMostSubscribers) {
+    throw ArgumentError("--subscribers " + std::to_string(s.subscribers) + ": expected 0 to " +
+                        std::to_string(kMostSubscribers));
+  }
+  if (s.epoch_batches > kMostEpochSamples / s.format.batch_size) {
+    throw ArgumentError("--epoch-batches " + std::to_string(s.epoch_batches) + ": expected at most " +
+                        std::to_string(kMostEpochSamples / s.format.batch_size) + " batches of " +
+                        std::to_string(s.format.batch_size));
+  }
   if (!s.metrics_address.empty()) (void)programs::parse_host_port(s.metrics_address);  // refused before serving
 }
 

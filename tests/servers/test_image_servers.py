@@ -714,6 +714,16 @@ def test_missing_shards_option_exits_2():
     assert "shards" in err or "-u" in err, err
 
 
+@pytest.mark.parametrize("option,value", [("--subscribers", "-1"), ("--subscribers", "100001"),
+                                          ("--epoch-batches", "-5"), ("--epoch-batches", str(2 ** 63))])
+def test_out_of_range_counts_are_refused(clean_data, option, value):
+    """Negative counts read as huge unsigned ones: refused, not waited for."""
+    paths, _ = clean_data
+    rc, out, err = h.run_plain(["-u", paths[0], "--epochs", "1", option, value, "zpub+ipc:///tmp/tcs-nothing"])
+    assert rc == 1, (rc, out, err)
+    assert option in err and "expected" in err, err
+
+
 @pytest.mark.parametrize("value", ["nearest", "", "BILINEAR", "bilinear\x1b[2J" + "x" * 5000])
 def test_unknown_interpolation_exits_1_naming_the_choices(clean_data, value):
     paths, _ = clean_data
