@@ -28,6 +28,7 @@ prometheus_parser = pytest.importorskip("prometheus_client.parser")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import tenbin_ref as tb  # noqa: E402
+from processes import running  # noqa: E402
 
 sys.path.insert(0, os.path.join(HERE, "..", "servers"))
 import server_helpers as h  # noqa: E402
@@ -50,20 +51,6 @@ def need(path):
     if not os.access(path, os.X_OK):
         pytest.fail(f"{path} is missing: set TENSORCOM_BUILD_DIR to the meson build dir")
     return path
-
-
-@contextmanager
-def running(args, **kw):
-    proc = subprocess.Popen([str(a) for a in args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, **kw)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
-        proc.stdout.close()
-        proc.stderr.close()
 
 
 class Lines:

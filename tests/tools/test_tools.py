@@ -29,6 +29,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import tenbin_ref as tb  # noqa: E402
+from processes import killing  # noqa: E402
 
 BUILD_DIR = os.environ.get("TENSORCOM_BUILD_DIR", "")
 SERVE_TEN = os.path.join(BUILD_DIR, "servers", "serve-ten")
@@ -51,19 +52,6 @@ def exe(name):
 def run_tool(name, *args, env=None, timeout=RUN_TIMEOUT_S):
     return subprocess.run([exe(name), *map(str, args)], capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL, env=env)
-
-
-@contextmanager
-def killing(proc):
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
-        for stream in (proc.stdout, proc.stderr):
-            if stream:
-                stream.close()
 
 
 def read_line(stream, timeout, what):
