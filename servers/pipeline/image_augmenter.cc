@@ -139,7 +139,8 @@ void ImageAugmenter::check_pixels(std::uint64_t width, std::uint64_t height) con
 JpegRegion ImageAugmenter::decode_jpeg_box(std::span<const std::byte> encoded, const CropBox& box, int num) {
   const auto start = std::chrono::steady_clock::now();
   PixelBox origin;  // of the decoded JPEG in the source: a slice of it, when it has restart markers to cut at
-  const auto slice = slice_restart_intervals(encoded, {box.x, box.y, box.width, box.height}, slice_);
+  const auto slice =
+      slice_restart_intervals(encoded, {box.x, box.y, box.width, box.height}, decoder_context(num), slice_);
   if (slice) {
     (void)jpeg_->read_header(slice_);
     origin = *slice;

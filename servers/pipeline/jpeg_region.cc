@@ -20,6 +20,12 @@ struct JpegRegionDecoder::State {
 
 namespace {
 
+// Pixels (at the decoding scale) beyond a box that libjpeg-turbo's chroma
+// upsampling reads: one chroma pixel, two pixels wide when chroma is
+// subsampled twice (the most its fancy upsampling handles; larger factors
+// are replicated, reading nothing beside).
+constexpr JDIMENSION kStripContext = 2;
+
 // The functions below may longjmp back to their own setjmp: they hold only
 // trivially destructible locals. Each returns false if libjpeg failed.
 
@@ -122,7 +128,13 @@ JpegRegion JpegRegionDecoder::decode(int x, int y, int w, int h, int scale_num,
   constexpr int channels = 4;
   const std::size_t stride = static_cast<std::size_t>(c.output_width) * channels;
   buffer.resize(stride * (y1 - y0));
-  JDIMENSION strip_x = x0, strip_width = x1 - x0;  // widened by libjpeg to whole iMCUs
+  // libjpeg-turbo upsamples chroma in a cropped strip as if the strip's
+  // edges were the image's: the first or last columns of a box at an edge
+  // of the strip would differ from a whole-image decode (one chroma pixel
+  // is two pixels wide). Two more columns each side keep the box exact.
+  const JDIMENSION strip_begin = x0 > kStripContext ? x0 - kStripContext : 0;
+  const JDIMENSION strip_end = std::min(x1 + kStripContext, c.output_width);
+  JDIMENSION strip_x = strip_begin, strip_width = strip_end - strip_begin;  // widened by libjpeg to whole iMCUs
   if (!decode_rows_protected(state_.get(), buffer.data(), stride, &strip_x, &strip_width, y0, y1 - y0)) {
     const char* reason = state_->err.too_many_scans                   ? "too many scans"
                          : state_->err.pub.msg_code == JWRN_JPEG_EOF ? "truncated"

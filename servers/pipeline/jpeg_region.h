@@ -33,6 +33,13 @@ struct JpegRegion {
   bool cmyk = false;
 };
 
+// How far (in source pixels) beyond a box decoded at scale num/8 the
+// decoder reads pixels: two at the decoding scale, what chroma upsampling
+// looks at. A decode of a smaller JPEG cut from the image (a restart
+// slice) gives the box's pixels exactly when the cut lies at least this
+// far beyond the box, or at the image's edge.
+[[nodiscard]] constexpr int decoder_context(int scale_num) { return (16 + scale_num - 1) / scale_num; }
+
 class JpegRegionDecoder {
  public:
   struct State;  // the libjpeg decompressor and its error manager
@@ -46,7 +53,8 @@ class JpegRegionDecoder {
   [[nodiscard]] JpegInfo read_header(std::span<const std::byte> jpeg);
   // Decodes the box (x, y, w, h) of the source at scale num/8 (num 1 to 8)
   // into buffer; the box's coordinates are source pixels. Returns the
-  // decoded box at the reduced scale. Throws SampleError.
+  // decoded box at the reduced scale, every pixel as a decode of the whole
+  // image at that scale gives it. Throws SampleError.
   [[nodiscard]] JpegRegion decode(int x, int y, int w, int h, int scale_num,
                                   std::vector<std::uint8_t>& buffer);
 

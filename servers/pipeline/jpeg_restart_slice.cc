@@ -147,7 +147,7 @@ bool find_intervals(const std::uint8_t* data, std::size_t size, std::size_t scan
 
 }  // namespace
 
-std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg, const PixelBox& want,
+std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg, const PixelBox& want, int context,
                                                 std::vector<std::byte>& out) {
   const auto* data = reinterpret_cast<const std::uint8_t*>(jpeg.data());
   const std::size_t size = jpeg.size();
@@ -156,11 +156,13 @@ std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg,
   const std::optional<Tiling> tiling = tiling_of(layout);
   if (!tiling) return std::nullopt;
   const Tiling& t = *tiling;
-  // One MCU more each way: chroma upsampling looks at neighbouring pixels.
-  const int left = std::max(want.x - layout.mcu_width, 0);
-  const int top = std::max(want.y - layout.mcu_height, 0);
-  const int right = std::min(want.x + want.width + layout.mcu_width, layout.width);
-  const int bottom = std::min(want.y + want.height + layout.mcu_height, layout.height);
+  // The slice's own edges are edges to the decoder: what lies within
+  // `context` of them is decoded as if nothing were beyond.
+  context = std::clamp(context, 0, 65535);
+  const int left = std::max(want.x - context, 0);
+  const int top = std::max(want.y - context, 0);
+  const int right = std::min(want.x + want.width + context, layout.width);
+  const int bottom = std::min(want.y + want.height + context, layout.height);
   if (left >= right || top >= bottom) return std::nullopt;
   const int col0 = left / t.unit_width, col1 = (right - 1) / t.unit_width + 1;
   const int row0 = top / t.unit_height, row1 = (bottom - 1) / t.unit_height + 1;

@@ -26,15 +26,17 @@ struct PixelBox {
 };
 
 // Writes to out a JPEG holding the box `slice` of jpeg (returned): the
-// smallest rectangle of whole restart intervals that covers `want` and an
-// MCU more on every side (what chroma upsampling looks at), so that decoding
-// the slice gives the pixels of `want` exactly as decoding jpeg would.
+// smallest rectangle of whole restart intervals that covers `want` and
+// `context` pixels more on every side. A decoder whose pixels depend on
+// nothing further than `context` from them (chroma upsampling looks at the
+// neighbouring chroma pixel: decoder_context() in jpeg_region.h) gives the
+// pixels of `want` from the slice exactly as it does from jpeg.
 // Returns nothing when slicing would skip nothing, or when the file is not a
 // single-scan sequential JPEG with such restart intervals and all of its
 // markers present and in order. Never throws on malformed input: the caller
 // decodes the whole file then, and its decoder reports what is wrong.
 // REQUIRES: want is non-empty and lies inside the image.
 [[nodiscard]] std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg, const PixelBox& want,
-                                                              std::vector<std::byte>& out);
+                                                              int context, std::vector<std::byte>& out);
 
 }  // namespace tensorcom::pipeline

@@ -44,6 +44,20 @@ def psnr(a, b):
     return 99.0 if mse == 0 else 10 * math.log10(255.0 ** 2 / mse)
 
 
+def decoded_at_full_scale(shorter_side, resized_side):
+    """Whether the server decodes at full size: a DCT-scaled decode (num/8)
+    needs at least twice the shrink left to Pillow's filter, so a source
+    side under 2 * 8/7 of the output side is never scaled."""
+    return shorter_side * 7 < 2 * 8 * resized_side
+
+
+def assert_bit_exact_at_full_scale(scores, full_scale):
+    """Without DCT scaling the server's pixels are Pillow's, bit for bit."""
+    exact = [s for s, full in zip(scores, full_scale) if full]
+    assert exact, "no output decoded at full scale: the test images are too large for this check"
+    assert all(s == 99.0 for s in exact), exact
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """(shard path, {key: encoded bytes}): JPEGs and PNGs, portrait and landscape."""
@@ -77,10 +91,15 @@ def test_val_gives_torchvisions_pixels(data, tmp_path, interpolation, size):
     r = serve(path, tmp_path, "--epochs", "1", "-b", "4", "--size", str(size), "--val", "--interpolation", interpolation)
     resize_to = round(size * 256 / 224)
     transform = T.Compose([T.Resize(resize_to, interpolation=MODES[interpolation]), T.CenterCrop(size)])
-    scores = [psnr(np.asarray(transform(pil(encoded[key]))), image) for key, _, image in r.samples()]
+    scores, full_scale = [], []
+    for key, _, image in r.samples():
+        source = pil(encoded[key])
+        scores.append(psnr(np.asarray(transform(source)), image))
+        full_scale.append(decoded_at_full_scale(min(source.size), resize_to))
     assert len(scores) == len(encoded)
     print(f"--val {interpolation} size {size}: PSNR mean {np.mean(scores):.1f} dB, min {min(scores):.1f} dB")
     assert np.mean(scores) >= 40 and min(scores) >= 30, scores
+    assert_bit_exact_at_full_scale(scores, full_scale)
 
 
 def test_fast_interpolation_is_still_there_and_differs(data, tmp_path):
@@ -98,7 +117,7 @@ def test_training_crops_are_remade_by_torchvision_from_meta(data, tmp_path, inte
     size = 128
     r = serve(path, tmp_path, "--epochs", "2", "-b", "4", "--size", str(size), "--seed", "5",
               "--interpolation", interpolation)
-    scores, flips = [], 0
+    scores, flips, full_scale = [], 0, []
     for arrays, meta in zip(r.batches, r.metas):
         assert len(meta["crops"]) == len(meta["keys"]) == len(meta["flips"]) == len(meta["sizes"])
         for image, key, (x, y, w, hgt), flip, source in zip(arrays[0], meta["keys"], meta["crops"], meta["flips"],
@@ -110,10 +129,12 @@ def test_training_crops_are_remade_by_torchvision_from_meta(data, tmp_path, inte
                 ref = F.hflip(ref)
                 flips += 1
             scores.append(psnr(np.asarray(ref), image))
+            full_scale.append(decoded_at_full_scale(min(w, hgt), size))
     assert len(scores) == 2 * len(encoded)
     assert 0 < flips < len(scores)
     print(f"training {interpolation}: PSNR mean {np.mean(scores):.1f} dB, min {min(scores):.1f} dB")
     assert np.mean(scores) >= 38 and min(scores) >= 30, scores
+    assert_bit_exact_at_full_scale(scores, full_scale)
 
 
 def ks_2samp(a, b):

@@ -32,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   box.x = field(2) % (info.width - box.width + 1);
   box.y = field(3) % (info.height - box.height + 1);
   std::vector<std::byte> slice_bytes;
-  auto slice = slice_restart_intervals(jpeg, box, slice_bytes);
+  auto slice = slice_restart_intervals(jpeg, box, decoder_context(8), slice_bytes);
   if (!slice) return 0;
   std::vector<std::uint8_t> pixels;
   try {

@@ -1,5 +1,6 @@
-// Test helper: JPEGs written with libjpeg itself, for the encodings OpenCV's
-// imencode cannot ask for (CMYK, restart intervals, chosen chroma layouts).
+// Test helpers: JPEGs written with libjpeg itself, for the encodings OpenCV's
+// imencode cannot ask for (CMYK, restart intervals, chosen chroma layouts),
+// and decoded whole by it, as the reference for partial decoding.
 #pragma once
 
 // jpeglib.h needs FILE and size_t declared first.
@@ -8,6 +9,7 @@
 #include <cstring>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -49,6 +51,36 @@ inline std::vector<std::byte> libjpeg_encode(int width, int height, int componen
   std::memcpy(out.data(), buffer, size);
   std::free(buffer);
   return out;
+}
+
+// The whole image decoded by libjpeg at scale num/8 as RGBX (the region
+// decoder's settings: islow IDCT, fancy upsampling), row after row;
+// *width and *height are the scaled size.
+inline std::vector<std::uint8_t> libjpeg_decode_whole(const std::vector<std::byte>& jpeg, int num, int* width,
+                                                      int* height) {
+  jpeg_decompress_struct cinfo;
+  jpeg_error_mgr jerr;
+  cinfo.err = jpeg_std_error(&jerr);
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(jpeg.data()), static_cast<unsigned long>(jpeg.size()));
+  jpeg_read_header(&cinfo, TRUE);
+  cinfo.scale_num = static_cast<unsigned>(num);
+  cinfo.scale_denom = 8;
+  cinfo.out_color_space = JCS_EXT_RGBX;
+  cinfo.dct_method = JDCT_ISLOW;
+  cinfo.do_fancy_upsampling = TRUE;
+  jpeg_start_decompress(&cinfo);
+  *width = static_cast<int>(cinfo.output_width);
+  *height = static_cast<int>(cinfo.output_height);
+  const std::size_t stride = static_cast<std::size_t>(cinfo.output_width) * 4;
+  std::vector<std::uint8_t> pixels(stride * cinfo.output_height);
+  while (cinfo.output_scanline < cinfo.output_height) {
+    JSAMPROW row = pixels.data() + cinfo.output_scanline * stride;
+    jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  return pixels;
 }
 
 // Returns jpeg with its last scan (SOS segment and entropy-coded data, up to

@@ -53,15 +53,20 @@ std::vector<std::byte> encode(int width, int height, const Encoding& e, unsigned
                                  configure, fill_row);
 }
 
-// The box's pixels, decoded by the region decoder from `jpeg` whose top-left
-// corner is at `origin` of the image.
-std::vector<std::uint8_t> decode_box(std::span<const std::byte> jpeg, const PixelBox& origin, const PixelBox& box) {
+// The box's pixels at scale num/8, decoded by the region decoder from
+// `jpeg`, whose top-left corner is at `origin` of the image.
+std::vector<std::uint8_t> decode_box(std::span<const std::byte> jpeg, const PixelBox& origin, const PixelBox& box,
+                                     int num) {
   JpegRegionDecoder decoder;
   (void)decoder.read_header(jpeg);
   std::vector<std::uint8_t> buffer;
-  JpegRegion r = decoder.decode(box.x - origin.x, box.y - origin.y, box.width, box.height, 8, buffer);
-  REQUIRE(r.width == box.width);
-  REQUIRE(r.height == box.height);
+  JpegRegion r = decoder.decode(box.x - origin.x, box.y - origin.y, box.width, box.height, num, buffer);
+  // The decoded box in the whole image's scaled pixels (origin is a
+  // multiple of 8: of num/8 it is whole).
+  r.x += origin.x * num / 8;
+  r.y += origin.y * num / 8;
+  REQUIRE(r.x == box.x * num / 8);
+  REQUIRE(r.y == box.y * num / 8);
   std::vector<std::uint8_t> pixels;
   for (int y = 0; y < r.height; ++y) {
     const std::uint8_t* row = r.pixels + static_cast<std::size_t>(y) * r.stride;
@@ -70,21 +75,44 @@ std::vector<std::uint8_t> decode_box(std::span<const std::byte> jpeg, const Pixe
   return pixels;
 }
 
+// The same pixels cut from a decode of the whole image at scale num/8: the
+// box rounded outwards, as the region decoder rounds it.
+std::vector<std::uint8_t> whole_box(const std::vector<std::byte>& jpeg, const PixelBox& box, int num) {
+  int width = 0, height = 0;
+  const std::vector<std::uint8_t> whole = testing::libjpeg_decode_whole(jpeg, num, &width, &height);
+  const int x0 = box.x * num / 8, y0 = box.y * num / 8;
+  const int x1 = std::max(std::min((box.x + box.width) * num / 8 + ((box.x + box.width) * num % 8 != 0), width), x0 + 1);
+  const int y1 = std::max(std::min((box.y + box.height) * num / 8 + ((box.y + box.height) * num % 8 != 0), height), y0 + 1);
+  std::vector<std::uint8_t> pixels;
+  for (int y = y0; y < y1; ++y) {
+    const std::uint8_t* row = whole.data() + (static_cast<std::size_t>(y) * width + x0) * 4;
+    pixels.insert(pixels.end(), row, row + static_cast<std::size_t>(x1 - x0) * 4);
+  }
+  return pixels;
+}
+
+PixelBox random_box(std::mt19937& rng, int width, int height) {
+  PixelBox box;
+  box.width = 1 + static_cast<int>(rng() % static_cast<unsigned>(width));
+  box.height = 1 + static_cast<int>(rng() % static_cast<unsigned>(height));
+  box.x = static_cast<int>(rng() % static_cast<unsigned>(width - box.width + 1));
+  box.y = static_cast<int>(rng() % static_cast<unsigned>(height - box.height + 1));
+  return box;
+}
+
 void check_slices_decode_exactly(const std::vector<std::byte>& jpeg, int width, int height, bool expect_columns) {
   std::mt19937 rng(7);
   int sliced = 0, narrower = 0;
   std::vector<std::byte> slice_bytes;
   for (int i = 0; i < 60; ++i) {
-    PixelBox box;
-    box.width = 1 + static_cast<int>(rng() % static_cast<unsigned>(width));
-    box.height = 1 + static_cast<int>(rng() % static_cast<unsigned>(height));
-    box.x = static_cast<int>(rng() % static_cast<unsigned>(width - box.width + 1));
-    box.y = static_cast<int>(rng() % static_cast<unsigned>(height - box.height + 1));
+    const PixelBox box = random_box(rng, width, height);
+    const int num = 8 >> (i % 4);  // every DCT scale the augmenter uses
     CAPTURE(box.x);
     CAPTURE(box.y);
     CAPTURE(box.width);
     CAPTURE(box.height);
-    auto slice = slice_restart_intervals(jpeg, box, slice_bytes);
+    CAPTURE(num);
+    auto slice = slice_restart_intervals(jpeg, box, decoder_context(num), slice_bytes);
     if (!slice) continue;
     ++sliced;
     if (slice->width < width) ++narrower;
@@ -96,13 +124,40 @@ void check_slices_decode_exactly(const std::vector<std::byte>& jpeg, int width, 
     JpegInfo info = probe.read_header(slice_bytes);
     CHECK(info.width == slice->width);
     CHECK(info.height == slice->height);
-    CHECK(decode_box(slice_bytes, *slice, box) == decode_box(jpeg, PixelBox{}, box));
+    CHECK(decode_box(slice_bytes, *slice, box, num) == whole_box(jpeg, box, num));
   }
   CHECK(sliced > 20);
   CHECK((narrower > 0) == expect_columns);
 }
 
 }  // namespace
+
+TEST_CASE("the region decoder gives a box's pixels as a decode of the whole image does") {
+  // libjpeg-turbo's cropped decoding upsamples chroma at the strip's right
+  // edge as at the image's: without columns to spare, a box's last pixels
+  // came out differently.
+  struct Layout {
+    int components, h, v;
+  };
+  for (Layout l : {Layout{3, 2, 2}, Layout{3, 2, 1}, Layout{3, 1, 1}, Layout{3, 1, 2}, Layout{1, 1, 1}}) {
+    CAPTURE(l.components);
+    CAPTURE(l.h);
+    CAPTURE(l.v);
+    const int width = 203, height = 157;
+    const auto jpeg = encode(width, height, Encoding{l.components, l.h, l.v, 0, 0, false});
+    std::mt19937 rng(11);
+    for (int i = 0; i < 40; ++i) {
+      const PixelBox box = random_box(rng, width, height);
+      const int num = 8 >> (i % 4);
+      CAPTURE(box.x);
+      CAPTURE(box.y);
+      CAPTURE(box.width);
+      CAPTURE(box.height);
+      CAPTURE(num);
+      CHECK(decode_box(jpeg, PixelBox{}, box, num) == whole_box(jpeg, box, num));
+    }
+  }
+}
 
 TEST_CASE("a slice of a JPEG with a restart marker at every MCU decodes as the whole file does") {
   struct Layout {
@@ -129,14 +184,14 @@ TEST_CASE("a slice of a JPEG with a restart marker every MCU row or two decodes 
 TEST_CASE("files that cannot be sliced are left to the whole-file decoder") {
   std::vector<std::byte> out;
   const PixelBox box{100, 100, 50, 50};
-  SUBCASE("no restart markers") { CHECK_FALSE(slice_restart_intervals(encode(256, 256, {}), box, out)); }
+  SUBCASE("no restart markers") { CHECK_FALSE(slice_restart_intervals(encode(256, 256, {}), box, 2, out)); }
   SUBCASE("intervals that do not tile the image") {
     // 16 MCUs a row, intervals of 3: they straddle rows.
-    CHECK_FALSE(slice_restart_intervals(encode(256, 256, {3, 2, 2, 3, 0, false}), box, out));
+    CHECK_FALSE(slice_restart_intervals(encode(256, 256, {3, 2, 2, 3, 0, false}), box, 2, out));
   }
-  SUBCASE("progressive") { CHECK_FALSE(slice_restart_intervals(encode(256, 256, {3, 2, 2, 1, 0, true}), box, out)); }
+  SUBCASE("progressive") { CHECK_FALSE(slice_restart_intervals(encode(256, 256, {3, 2, 2, 1, 0, true}), box, 2, out)); }
   SUBCASE("a box at the top left of a row-restart file: nothing to skip") {
-    CHECK_FALSE(slice_restart_intervals(encode(256, 256, {3, 2, 2, 0, 1, false}), PixelBox{0, 0, 50, 50}, out));
+    CHECK_FALSE(slice_restart_intervals(encode(256, 256, {3, 2, 2, 0, 1, false}), PixelBox{0, 0, 50, 50}, 2, out));
   }
   SUBCASE("a restart marker out of sequence") {
     auto jpeg = encode(256, 256, {3, 2, 2, 1, 0, false});
@@ -147,16 +202,16 @@ TEST_CASE("files that cannot be sliced are left to the whole-file decoder") {
         break;
       }
     }
-    CHECK_FALSE(slice_restart_intervals(jpeg, PixelBox{200, 200, 50, 50}, out));
+    CHECK_FALSE(slice_restart_intervals(jpeg, PixelBox{200, 200, 50, 50}, 2, out));
   }
   SUBCASE("a file cut short before the box's intervals") {
     auto jpeg = encode(256, 256, {3, 2, 2, 1, 0, false});
     jpeg.resize(jpeg.size() / 2);
-    CHECK_FALSE(slice_restart_intervals(jpeg, PixelBox{200, 200, 50, 50}, out));
+    CHECK_FALSE(slice_restart_intervals(jpeg, PixelBox{200, 200, 50, 50}, 2, out));
   }
   SUBCASE("not a JPEG") {
     std::vector<std::byte> junk(300, std::byte{0x41});
-    CHECK_FALSE(slice_restart_intervals(junk, box, out));
+    CHECK_FALSE(slice_restart_intervals(junk, box, 2, out));
   }
 }
 
