@@ -24,20 +24,6 @@ int choose_scale_num(const CropBox& box, int size) {
   return 8;
 }
 
-// Adobe CMYK JPEGs store inverted ink values: R = C * K / 255 on the stored
-// values. Converts a 4-byte-a-pixel region in place to RGBX.
-void cmyk_to_rgbx(const JpegRegion& region) {
-  for (int r = 0; r < region.height; ++r) {
-    std::uint8_t* px = region.pixels + static_cast<std::size_t>(r) * region.stride;
-    for (int c = 0; c < region.width; ++c, px += 4) {
-      const unsigned k = px[3];
-      px[0] = static_cast<std::uint8_t>(px[0] * k / 255);
-      px[1] = static_cast<std::uint8_t>(px[1] * k / 255);
-      px[2] = static_cast<std::uint8_t>(px[2] * k / 255);
-    }
-  }
-}
-
 // Any decoded OpenCV image as 8-bit RGB, or RGBX (four bytes a pixel, as
 // the JPEG decoder gives them) when padded: one conversion either way.
 cv::Mat to_8bit(const cv::Mat& image, bool padded) {
@@ -136,7 +122,29 @@ void ImageAugmenter::check_pixels(std::uint64_t width, std::uint64_t height) con
   }
 }
 
-JpegRegion ImageAugmenter::decode_jpeg_box(std::span<const std::byte> encoded, const CropBox& box, int num) {
+// Hands a decoder's rows on to the resampler, shifted from the rows of the
+// JPEG decoded (a slice's, when one was cut) to the resampler's, and timed:
+// the decoding time the servers report leaves resampling out.
+class ImageAugmenter::ResamplerRows final : public RowSink {
+ public:
+  ResamplerRows(PillowResampler& to, int shift) : to_(to), shift_(shift) {}
+  void shift_by(int rows) { shift_ += rows; }
+  [[nodiscard]] std::chrono::steady_clock::duration spent() const { return spent_; }
+
+  void take_rows(const std::uint8_t* pixels, std::size_t stride, int first_row, int count) noexcept override {
+    const auto start = std::chrono::steady_clock::now();
+    to_.take_rows(pixels, stride, first_row + shift_, count);
+    spent_ += std::chrono::steady_clock::now() - start;
+  }
+
+ private:
+  PillowResampler& to_;
+  int shift_;
+  std::chrono::steady_clock::duration spent_{};
+};
+
+JpegRegion ImageAugmenter::decode_jpeg_box(std::span<const std::byte> encoded, const CropBox& box, int num,
+                                           ResamplerRows* rows) {
   const auto start = std::chrono::steady_clock::now();
   PixelBox origin;  // of the decoded JPEG in the source: a slice of it, when it has restart markers to cut at
   const auto slice =
@@ -145,14 +153,21 @@ JpegRegion ImageAugmenter::decode_jpeg_box(std::span<const std::byte> encoded, c
     (void)jpeg_->read_header(slice_);
     origin = *slice;
   }
-  JpegRegion region = jpeg_->decode(box.x - origin.x, box.y - origin.y, box.width, box.height, num, region_);
+  // The slice starts on an MCU boundary, a multiple of 8 pixels: num/8 of it is whole.
+  const int shift_x = origin.x * num / 8, shift_y = origin.y * num / 8;
+  const int x = box.x - origin.x, y = box.y - origin.y;
+  JpegRegion region;
+  if (rows) {
+    rows->shift_by(shift_y);
+    region = jpeg_->decode_rows(x, y, box.width, box.height, num, region_, *rows);
+  } else {
+    region = jpeg_->decode(x, y, box.width, box.height, num, region_);
+  }
   ++jpeg_counts_.total;
   if (slice) ++jpeg_counts_.sliced;
-  // The slice starts on an MCU boundary, a multiple of 8 pixels: num/8 of it is whole.
-  region.x += origin.x * num / 8;
-  region.y += origin.y * num / 8;
-  if (region.cmyk) cmyk_to_rgbx(region);
-  decode_time_ += std::chrono::steady_clock::now() - start;
+  region.x += shift_x;
+  region.y += shift_y;
+  decode_time_ += std::chrono::steady_clock::now() - start - (rows ? rows->spent() : std::chrono::steady_clock::duration{});
   return region;
 }
 
@@ -252,9 +267,13 @@ void ImageAugmenter::augment_jpeg_as_pillow(std::span<const std::byte> encoded, 
   const int sy0 = axes.origin_y + axes.y.source_first(), sy1 = axes.origin_y + axes.y.source_end();
   const int x0 = sx0 * 8 / num, y0 = sy0 * 8 / num;
   const int x1 = std::min((sx1 * 8 + num - 1) / num, info.width), y1 = std::min((sy1 * 8 + num - 1) / num, info.height);
-  JpegRegion region = decode_jpeg_box(encoded, CropBox{x0, y0, x1 - x0, y1 - y0}, num);
-  pillow_.resize_to_rgb(region.pixels, region.stride, region.x - axes.origin_x, region.y - axes.origin_y, axes.x,
-                        axes.y, flip, out);
+  // Decoded rows go through the horizontal pass as they come. The decoder
+  // starts its box at scaled column x0 * num / 8 (the slice's origin, a
+  // multiple of 8, divides out whole).
+  pillow_.begin(axes.x, axes.y, x0 * num / 8 - axes.origin_x, PillowResampler::fastest());
+  ResamplerRows rows(pillow_, -axes.origin_y);
+  (void)decode_jpeg_box(encoded, CropBox{x0, y0, x1 - x0, y1 - y0}, num, &rows);
+  pillow_.finish(flip, out);
 }
 
 void ImageAugmenter::augment_jpeg(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out) {

@@ -126,8 +126,12 @@ class ImageAugmenter {
   [[nodiscard]] int choose_pillow_scale(int span_w, int span_h, int out_w, int out_h) const;
   static constexpr int kDctShrinkLeft = 2;
   // Decodes `box` of the JPEG whose header was just read, at scale num/8,
-  // through its restart intervals when it has them.
-  [[nodiscard]] JpegRegion decode_jpeg_box(std::span<const std::byte> encoded, const CropBox& box, int num);
+  // through its restart intervals when it has them. With `rows`, hands the
+  // rows to it as they are decoded instead of keeping them (the region
+  // returned has no pixels).
+  class ResamplerRows;
+  JpegRegion decode_jpeg_box(std::span<const std::byte> encoded, const CropBox& box, int num,
+                             ResamplerRows* rows = nullptr);
   void augment_other(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out);
   [[nodiscard]] CropBox choose_crop(int width, int height, std::mt19937_64& rng) const;
   [[nodiscard]] bool draw_flip(std::mt19937_64& rng) const;

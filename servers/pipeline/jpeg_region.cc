@@ -42,19 +42,37 @@ bool calc_dimensions_protected(JpegRegionDecoder::State* s) {
   return true;
 }
 
-bool decode_rows_protected(JpegRegionDecoder::State* s, unsigned char* buffer, std::size_t stride, JDIMENSION* x,
-                           JDIMENSION* width, JDIMENSION first_row, JDIMENSION rows) {
+// Starts decompressing the strip (x, width are widened by libjpeg to whole
+// iMCUs) and skips to first_row.
+bool start_strip_protected(JpegRegionDecoder::State* s, JDIMENSION* x, JDIMENSION* width, JDIMENSION first_row) {
   if (setjmp(s->err.jump)) return false;
   jpeg_start_decompress(&s->cinfo);
   jpeg_crop_scanline(&s->cinfo, x, width);
   if (first_row > 0) jpeg_skip_scanlines(&s->cinfo, first_row);
+  return true;
+}
+
+bool read_rows_protected(JpegRegionDecoder::State* s, unsigned char* buffer, std::size_t stride, JDIMENSION rows) {
+  if (setjmp(s->err.jump)) return false;
   for (JDIMENSION done = 0; done < rows;) {
     JSAMPROW row = buffer + done * stride;
     done += jpeg_read_scanlines(&s->cinfo, &row, 1);
   }
-  // The rows below the box are never decoded.
-  jpeg_abort_decompress(&s->cinfo);
   return true;
+}
+
+// Adobe CMYK JPEGs store inverted ink values: R = C * K / 255 on the stored
+// values. Converts rows of 4-byte pixels in place to RGBX.
+void cmyk_to_rgbx(std::uint8_t* pixels, std::size_t stride, int width, int rows) {
+  for (int r = 0; r < rows; ++r) {
+    std::uint8_t* px = pixels + static_cast<std::size_t>(r) * stride;
+    for (int c = 0; c < width; ++c, px += 4) {
+      const unsigned k = px[3];
+      px[0] = static_cast<std::uint8_t>(px[0] * k / 255);
+      px[1] = static_cast<std::uint8_t>(px[1] * k / 255);
+      px[2] = static_cast<std::uint8_t>(px[2] * k / 255);
+    }
+  }
 }
 
 // Region decoding stops at the box's last row, so a file cut short below it
@@ -98,14 +116,25 @@ JpegInfo JpegRegionDecoder::read_header(std::span<const std::byte> jpeg) {
   return info_;
 }
 
-JpegRegion JpegRegionDecoder::decode(int x, int y, int w, int h, int scale_num,
-                                     std::vector<std::uint8_t>& buffer) {
+// What plan_strip settles: the box in scaled pixels, [x0, x1) x [y0, y1),
+// and the columns decoded around it.
+struct JpegRegionDecoder::Strip {
+  JDIMENSION x0, x1, y0, y1;
+  JDIMENSION strip_x, strip_width;
+  std::size_t stride;  // of a row of the whole scaled width
+
+  [[nodiscard]] JpegRegion region(std::uint8_t* buffer) const {
+    return JpegRegion{buffer ? buffer + static_cast<std::size_t>(x0 - strip_x) * 4 : nullptr, static_cast<int>(x0),
+                      static_cast<int>(y0), static_cast<int>(x1 - x0), static_cast<int>(y1 - y0), stride};
+  }
+};
+
+JpegRegionDecoder::Strip JpegRegionDecoder::plan_strip(int x, int y, int w, int h, int scale_num) {
   jpeg_decompress_struct& c = state_->cinfo;
   c.scale_num = static_cast<unsigned>(scale_num);
   c.scale_denom = 8;
-  // Four bytes a pixel either way: OpenCV resizes 4-channel rows faster
-  // than 3-channel ones (aligned pixels), and libjpeg writes the padding byte
-  // for free while converting colour.
+  // Four bytes a pixel either way: the resizers read aligned pixels, and
+  // libjpeg writes the padding byte for free while converting colour.
   c.out_color_space = info_.cmyk ? JCS_CMYK : JCS_EXT_RGBX;
   c.dct_method = JDCT_ISLOW;
   // Fancy upsampling stays on: without it libjpeg-turbo picks its merged
@@ -120,30 +149,59 @@ JpegRegion JpegRegionDecoder::decode(int x, int y, int w, int h, int scale_num,
     long long num = static_cast<long long>(v) * scale_num;
     return static_cast<JDIMENSION>(up ? (num + 7) / 8 : num / 8);
   };
-  JDIMENSION x0 = scaled(x, false), y0 = scaled(y, false);
-  JDIMENSION x1 = std::min(scaled(x + w, true), c.output_width);
-  JDIMENSION y1 = std::min(scaled(y + h, true), c.output_height);
-  x1 = std::max(x1, x0 + 1);
-  y1 = std::max(y1, y0 + 1);
-  constexpr int channels = 4;
-  const std::size_t stride = static_cast<std::size_t>(c.output_width) * channels;
-  buffer.resize(stride * (y1 - y0));
+  Strip s{};
+  s.x0 = scaled(x, false);
+  s.y0 = scaled(y, false);
+  s.x1 = std::max(std::min(scaled(x + w, true), c.output_width), s.x0 + 1);
+  s.y1 = std::max(std::min(scaled(y + h, true), c.output_height), s.y0 + 1);
   // libjpeg-turbo upsamples chroma in a cropped strip as if the strip's
   // edges were the image's: the first or last columns of a box at an edge
   // of the strip would differ from a whole-image decode (one chroma pixel
   // is two pixels wide). Two more columns each side keep the box exact.
-  const JDIMENSION strip_begin = x0 > kStripContext ? x0 - kStripContext : 0;
-  const JDIMENSION strip_end = std::min(x1 + kStripContext, c.output_width);
-  JDIMENSION strip_x = strip_begin, strip_width = strip_end - strip_begin;  // widened by libjpeg to whole iMCUs
-  if (!decode_rows_protected(state_.get(), buffer.data(), stride, &strip_x, &strip_width, y0, y1 - y0)) {
-    const char* reason = state_->err.too_many_scans                   ? "too many scans"
-                         : state_->err.pub.msg_code == JWRN_JPEG_EOF ? "truncated"
-                                                                     : "undecodable";
-    throw SampleError(reason, std::string("JPEG: ") + state_->err.message);
+  const JDIMENSION strip_begin = s.x0 > kStripContext ? s.x0 - kStripContext : 0;
+  const JDIMENSION strip_end = std::min(s.x1 + kStripContext, c.output_width);
+  s.strip_x = strip_begin;  // widened by libjpeg to whole iMCUs
+  s.strip_width = strip_end - strip_begin;
+  s.stride = static_cast<std::size_t>(c.output_width) * 4;
+  return s;
+}
+
+void JpegRegionDecoder::throw_decode_error() const {
+  const char* reason = state_->err.too_many_scans                   ? "too many scans"
+                       : state_->err.pub.msg_code == JWRN_JPEG_EOF ? "truncated"
+                                                                   : "undecodable";
+  throw SampleError(reason, std::string("JPEG: ") + state_->err.message);
+}
+
+JpegRegion JpegRegionDecoder::decode(int x, int y, int w, int h, int scale_num, std::vector<std::uint8_t>& buffer) {
+  Strip s = plan_strip(x, y, w, h, scale_num);
+  buffer.resize(s.stride * (s.y1 - s.y0));
+  if (!start_strip_protected(state_.get(), &s.strip_x, &s.strip_width, s.y0) ||
+      !read_rows_protected(state_.get(), buffer.data(), s.stride, s.y1 - s.y0)) {
+    throw_decode_error();
   }
-  return JpegRegion{buffer.data() + static_cast<std::size_t>(x0 - strip_x) * channels, static_cast<int>(x0),
-                    static_cast<int>(y0), static_cast<int>(x1 - x0),
-                    static_cast<int>(y1 - y0), stride, info_.cmyk};
+  // The rows below the box are never decoded.
+  jpeg_abort_decompress(&state_->cinfo);
+  JpegRegion region = s.region(buffer.data());
+  if (info_.cmyk) cmyk_to_rgbx(region.pixels, region.stride, region.width, region.height);
+  return region;
+}
+
+JpegRegion JpegRegionDecoder::decode_rows(int x, int y, int w, int h, int scale_num, std::vector<std::uint8_t>& buffer,
+                                          RowSink& sink) {
+  Strip s = plan_strip(x, y, w, h, scale_num);
+  buffer.resize(s.stride * kStreamRows);
+  if (!start_strip_protected(state_.get(), &s.strip_x, &s.strip_width, s.y0)) throw_decode_error();
+  const JpegRegion whole = s.region(buffer.data());
+  for (JDIMENSION row = s.y0; row < s.y1;) {
+    const JDIMENSION count = std::min<JDIMENSION>(kStreamRows, s.y1 - row);
+    if (!read_rows_protected(state_.get(), buffer.data(), s.stride, count)) throw_decode_error();
+    if (info_.cmyk) cmyk_to_rgbx(whole.pixels, whole.stride, whole.width, static_cast<int>(count));
+    sink.take_rows(whole.pixels, whole.stride, static_cast<int>(row), static_cast<int>(count));
+    row += count;
+  }
+  jpeg_abort_decompress(&state_->cinfo);
+  return s.region(nullptr);
 }
 
 }  // namespace tensorcom::pipeline

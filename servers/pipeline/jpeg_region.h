@@ -20,9 +20,8 @@ struct JpegInfo {
 };
 
 // A decoded box: `width` x `height` pixels of four bytes, RGBX (X is
-// padding) or, for CMYK files, CMYK in Adobe's inverted convention, starting
-// at `pixels`, rows `stride` bytes apart (the box sits inside a wider,
-// iMCU-aligned strip).
+// padding; CMYK files are converted), starting at `pixels`, rows `stride`
+// bytes apart (the box sits inside a wider, iMCU-aligned strip).
 struct JpegRegion {
   std::uint8_t* pixels = nullptr;
   int x = 0;  // where pixels lies in the decoded image, in scaled pixels
@@ -30,7 +29,17 @@ struct JpegRegion {
   int width = 0;
   int height = 0;
   std::size_t stride = 0;
-  bool cmyk = false;
+};
+
+// Takes a box's rows as they are decoded: `count` rows of RGBX, the box's
+// first column at `pixels`, rows `stride` bytes apart; the first is row
+// `first_row` of the image decoded at its scale. Must not throw.
+class RowSink {
+ public:
+  virtual void take_rows(const std::uint8_t* pixels, std::size_t stride, int first_row, int count) noexcept = 0;
+
+ protected:
+  ~RowSink() = default;
 };
 
 // How far (in source pixels) beyond a box decoded at scale num/8 the
@@ -57,8 +66,19 @@ class JpegRegionDecoder {
   // image at that scale gives it. Throws SampleError.
   [[nodiscard]] JpegRegion decode(int x, int y, int w, int h, int scale_num,
                                   std::vector<std::uint8_t>& buffer);
+  // The same box, handed to sink kStreamRows rows at a time as they are
+  // decoded, through a buffer of that many rows: the next step reads them
+  // while they are in cache, and the box is never in memory whole. Returns
+  // the box as decode() does, without pixels (they are gone).
+  static constexpr int kStreamRows = 16;
+  [[nodiscard]] JpegRegion decode_rows(int x, int y, int w, int h, int scale_num, std::vector<std::uint8_t>& buffer,
+                                       RowSink& sink);
 
  private:
+  struct Strip;
+  [[nodiscard]] Strip plan_strip(int x, int y, int w, int h, int scale_num);
+  [[noreturn]] void throw_decode_error() const;
+
   std::unique_ptr<State> state_;
   JpegInfo info_;
 };

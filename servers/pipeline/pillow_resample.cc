@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "cpu_features.h"
 #include "pillow_resample_kernels.h"
@@ -186,46 +187,72 @@ ResampleKernels PillowResampler::fastest() noexcept {
 void PillowResampler::resize_to_rgb(const std::uint8_t* rgbx, std::size_t stride, int origin_x, int origin_y,
                                     const ResampleAxis& x, const ResampleAxis& y, bool flip, std::uint8_t* out,
                                     ResampleKernels kernels) {
-  const int out_w = x.out_count();
-  const int rows = y.source_end() - y.source_first();
-  const std::size_t row_bytes = static_cast<std::size_t>(out_w) * 4;
+  begin(x, y, origin_x, kernels);
+  const int first = y.source_first();
+  take_rows(rgbx + static_cast<std::ptrdiff_t>(first - origin_y) * static_cast<std::ptrdiff_t>(stride), stride, first,
+            y.source_end() - first);
+  finish(flip, out);
+}
+
+void PillowResampler::begin(const ResampleAxis& x, const ResampleAxis& y, int origin_x, ResampleKernels kernels) {
+  x_ = &x;
+  y_ = &y;
+  origin_x_ = origin_x;
+  kernels_ = kernels;
+  row_bytes_ = static_cast<std::size_t>(x.out_count()) * 4;
   // 32 bytes of slack: the vector loops load whole 16- or 32-byte groups.
-  horizontal_.resize(row_bytes * static_cast<std::size_t>(rows) + 32);
-  line_.resize(row_bytes + 32);
-  // Horizontal pass over the rows the vertical taps read, into 8 bits.
-  auto source_row = [&](int r) {
-    return rgbx + static_cast<std::size_t>(y.source_first() + r - origin_y) * stride;
-  };
-  auto pass_row = [&](int r) { return horizontal_.data() + static_cast<std::size_t>(r) * row_bytes; };
-  for (int r = 0; r < rows; ++r) {
-    const std::uint8_t* src = source_row(r);
-    std::uint8_t* dst = pass_row(r);
-    switch (kernels) {
+  horizontal_.resize(row_bytes_ * static_cast<std::size_t>(y.source_end() - y.source_first()) + 32);
+  line_.resize(row_bytes_ + 32);
+}
+
+// The horizontal pass of one source row (row_b null) or two, into 8 bits.
+void PillowResampler::horizontal(const std::uint8_t* row_a, const std::uint8_t* row_b, std::uint8_t* dst_a,
+                                 std::uint8_t* dst_b) {
+  const ResampleAxis& x = *x_;
+  switch (kernels_) {
 #ifdef TENSORCOM_HAVE_SSSE3_PATH
-      case ResampleKernels::kAvx2:
-        if (r + 1 < rows) {
-          kernels::horizontal_avx2_rows(x, src, source_row(r + 1), origin_x, dst, pass_row(r + 1));
-          ++r;
-        } else {
-          kernels::horizontal_avx2(x, src, origin_x, dst);
-        }
-        break;
-      case ResampleKernels::kSse41: kernels::horizontal_sse41(x, src, origin_x, dst); break;
-#endif
-      default: {
-        auto pixel_of = [&](int i) { return src + static_cast<std::size_t>(x.first(i) - origin_x) * 4; };
-        pass_portable(x, out_w, 4, pixel_of, dst);
-        break;
+    case ResampleKernels::kAvx2:
+      if (row_b) {
+        kernels::horizontal_avx2_rows(x, row_a, row_b, origin_x_, dst_a, dst_b);
+      } else {
+        kernels::horizontal_avx2(x, row_a, origin_x_, dst_a);
       }
-    }
+      return;
+    case ResampleKernels::kSse41:
+      kernels::horizontal_sse41(x, row_a, origin_x_, dst_a);
+      if (row_b) kernels::horizontal_sse41(x, row_b, origin_x_, dst_b);
+      return;
+#endif
+    default:
+      for (auto [src, dst] : {std::pair{row_a, dst_a}, std::pair{row_b, dst_b}}) {
+        if (!src) break;
+        auto pixel_of = [&, src = src](int i) { return src + static_cast<std::size_t>(x.first(i) - origin_x_) * 4; };
+        pass_portable(x, x.out_count(), 4, pixel_of, dst);
+      }
+      return;
   }
+}
+
+void PillowResampler::take_rows(const std::uint8_t* rgbx, std::size_t stride, int first_row, int count) noexcept {
+  // Only the rows the vertical taps read.
+  const int begin = std::max(first_row, y_->source_first()), end = std::min(first_row + count, y_->source_end());
+  auto source_row = [&](int r) { return rgbx + static_cast<std::size_t>(r - first_row) * stride; };
+  const int top = y_->source_first();
+  int r = begin;
+  for (; r + 1 < end; r += 2) horizontal(source_row(r), source_row(r + 1), pass_row(r - top), pass_row(r + 1 - top));
+  if (r < end) horizontal(source_row(r), nullptr, pass_row(r - top), nullptr);
+}
+
+void PillowResampler::finish(bool flip, std::uint8_t* out) {
+  const ResampleAxis& y = *y_;
+  const int out_w = x_->out_count();
   // Vertical pass, a row of RGBX at a time, then into the output's RGB row.
   for (int j = 0; j < y.out_count(); ++j) {
-    const std::uint8_t* top = horizontal_.data() + static_cast<std::size_t>(y.first(j) - y.source_first()) * row_bytes;
-    switch (kernels) {
+    const std::uint8_t* top = pass_row(y.first(j) - y.source_first());
+    switch (kernels_) {
 #ifdef TENSORCOM_HAVE_SSSE3_PATH
-      case ResampleKernels::kAvx2: kernels::vertical_avx2(top, row_bytes, y, j, out_w, line_.data()); break;
-      case ResampleKernels::kSse41: kernels::vertical_sse41(top, row_bytes, y, j, out_w, line_.data()); break;
+      case ResampleKernels::kAvx2: kernels::vertical_avx2(top, row_bytes_, y, j, out_w, line_.data()); break;
+      case ResampleKernels::kSse41: kernels::vertical_sse41(top, row_bytes_, y, j, out_w, line_.data()); break;
 #endif
       default: {
         // Every output pixel of the row shares the row's weights.
@@ -236,12 +263,12 @@ void PillowResampler::resize_to_rgb(const std::uint8_t* rgbx, std::size_t stride
           const std::int32_t* weights(int) const { return w_; }
         } row{y.taps(j), y.weights(j)};
         auto pixel_of = [&](int i) { return top + 4 * static_cast<std::size_t>(i); };
-        pass_portable(row, out_w, row_bytes, pixel_of, line_.data());
+        pass_portable(row, out_w, row_bytes_, pixel_of, line_.data());
         break;
       }
     }
     std::uint8_t* out_row = out + static_cast<std::size_t>(j) * out_w * 3;
-    if (kernels == ResampleKernels::kPortable) {
+    if (kernels_ == ResampleKernels::kPortable) {
       rgbx_to_rgb_portable(line_.data(), out_w, 1, flip, out_row);
     } else {
       rgbx_to_rgb(line_.data(), out_w, 1, flip, out_row);

@@ -128,8 +128,27 @@ class PillowResampler {
   void resize_to_rgb(const std::uint8_t* rgbx, std::size_t stride, int origin_x, int origin_y, const ResampleAxis& x,
                      const ResampleAxis& y, bool flip, std::uint8_t* out, ResampleKernels kernels);
 
- private:
+  // The same in steps, for a source that arrives a few rows at a time (a
+  // decoder's): begin(), then take_rows() with the rows in order (rows the
+  // vertical taps do not read are passed over), then finish(). The axes
+  // must outlive the steps. The horizontal pass runs on each row as it
+  // comes, while it is in cache.
+  void begin(const ResampleAxis& x, const ResampleAxis& y, int origin_x, ResampleKernels kernels);
+  // `count` rows from axis row `first_row`, each with axis column origin_x
+  // at its start, rows `stride` bytes apart.
+  void take_rows(const std::uint8_t* rgbx, std::size_t stride, int first_row, int count) noexcept;
+  // REQUIRES: every row in [y.source_first, y.source_end) was taken.
+  void finish(bool flip, std::uint8_t* out);
 
+ private:
+  void horizontal(const std::uint8_t* row_a, const std::uint8_t* row_b, std::uint8_t* dst_a, std::uint8_t* dst_b);
+  [[nodiscard]] std::uint8_t* pass_row(int r) noexcept { return horizontal_.data() + static_cast<std::size_t>(r) * row_bytes_; }
+
+  const ResampleAxis* x_ = nullptr;
+  const ResampleAxis* y_ = nullptr;
+  int origin_x_ = 0;
+  ResampleKernels kernels_ = ResampleKernels::kPortable;
+  std::size_t row_bytes_ = 0;             // of a horizontal-pass row
   std::vector<std::uint8_t> horizontal_;  // the horizontal pass: RGBX, x.out_count() wide
   std::vector<std::uint8_t> line_;        // one output row, RGBX, before the padding goes
 };
