@@ -147,8 +147,8 @@ JpegRegion ImageAugmenter::decode_jpeg_box(std::span<const std::byte> encoded, c
                                            ResamplerRows* rows) {
   const auto start = std::chrono::steady_clock::now();
   PixelBox origin;  // of the decoded JPEG in the source: a slice of it, when it has restart markers to cut at
-  const auto slice =
-      slice_restart_intervals(encoded, {box.x, box.y, box.width, box.height}, decoder_context(num), slice_);
+  const auto slice = slice_restart_intervals(encoded, {box.x, box.y, box.width, box.height}, decoder_context(num),
+                                             slice_, &slice_intervals_);
   if (slice) {
     (void)jpeg_->read_header(slice_);
     origin = *slice;
@@ -156,12 +156,13 @@ JpegRegion ImageAugmenter::decode_jpeg_box(std::span<const std::byte> encoded, c
   // The slice starts on an MCU boundary, a multiple of 8 pixels: num/8 of it is whole.
   const int shift_x = origin.x * num / 8, shift_y = origin.y * num / 8;
   const int x = box.x - origin.x, y = box.y - origin.y;
+  const std::span<const ByteRange> intervals = slice ? std::span<const ByteRange>(slice_intervals_) : std::span<const ByteRange>();
   JpegRegion region;
   if (rows) {
     rows->shift_by(shift_y);
-    region = jpeg_->decode_rows(x, y, box.width, box.height, num, region_, *rows);
+    region = jpeg_->decode_rows(x, y, box.width, box.height, num, region_, *rows, intervals);
   } else {
-    region = jpeg_->decode(x, y, box.width, box.height, num, region_);
+    region = jpeg_->decode(x, y, box.width, box.height, num, region_, intervals);
   }
   ++jpeg_counts_.total;
   if (slice) ++jpeg_counts_.sliced;

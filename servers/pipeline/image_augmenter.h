@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "crop.h"
+#include "jpeg_restart_slice.h"
 #include "pillow_resample.h"
 #include "rgbx_resize.h"
 #include "tensorcom/error.h"
@@ -146,6 +147,7 @@ class ImageAugmenter {
   RgbxResizer resizer_;                      // the box to the batch: resized, mirrored, RGB
   PillowResampler pillow_;                   // the same as torchvision on PIL
   std::vector<std::byte> slice_;             // the rows of a JPEG with restart markers that the box needs
+  std::vector<ByteRange> slice_intervals_;   // where the slice's restart intervals lie in it
   JpegCounts jpeg_counts_;
   std::chrono::steady_clock::duration decode_time_{};
   SampleGeometry geometry_;

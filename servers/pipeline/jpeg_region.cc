@@ -9,6 +9,7 @@
 #include <jerror.h>
 
 #include "image_augmenter.h"
+#include "jpeg_interval_decoder.h"
 #include "libjpeg_errors.h"
 
 namespace tensorcom::pipeline {
@@ -16,6 +17,7 @@ namespace tensorcom::pipeline {
 struct JpegRegionDecoder::State {
   jpeg_decompress_struct cinfo{};
   formats::LibjpegErrors err{};
+  JpegIntervalDecoder intervals;
 };
 
 namespace {
@@ -43,10 +45,14 @@ bool calc_dimensions_protected(JpegRegionDecoder::State* s) {
 }
 
 // Starts decompressing the strip (x, width are widened by libjpeg to whole
-// iMCUs) and skips to first_row.
-bool start_strip_protected(JpegRegionDecoder::State* s, JDIMENSION* x, JDIMENSION* width, JDIMENSION first_row) {
+// iMCUs) and skips to first_row; the interval decoder takes over the
+// Huffman decoding if given and it can. *installed says whether it did.
+bool start_strip_protected(JpegRegionDecoder::State* s, JDIMENSION* x, JDIMENSION* width, JDIMENSION first_row,
+                           JpegIntervalDecoder* decoder, std::span<const std::byte> jpeg,
+                           std::span<const ByteRange> intervals, bool* installed) {
   if (setjmp(s->err.jump)) return false;
   jpeg_start_decompress(&s->cinfo);
+  *installed = decoder && decoder->install(&s->cinfo, jpeg, intervals);
   jpeg_crop_scanline(&s->cinfo, x, width);
   if (first_row > 0) jpeg_skip_scanlines(&s->cinfo, first_row);
   return true;
@@ -105,6 +111,7 @@ JpegInfo JpegRegionDecoder::read_header(std::span<const std::byte> jpeg) {
   if (!read_header_protected(state_.get(), data, static_cast<unsigned long>(jpeg.size()))) {
     throw SampleError("undecodable", std::string("JPEG header: ") + state_->err.message);
   }
+  jpeg_ = jpeg;
   const jpeg_decompress_struct& c = state_->cinfo;
   std::size_t scan_bytes = c.src->bytes_in_buffer;  // what follows the first scan's header
   if (!has_end_of_image(data + (jpeg.size() - scan_bytes), scan_bytes)) {
@@ -173,13 +180,21 @@ void JpegRegionDecoder::throw_decode_error() const {
   throw SampleError(reason, std::string("JPEG: ") + state_->err.message);
 }
 
-JpegRegion JpegRegionDecoder::decode(int x, int y, int w, int h, int scale_num, std::vector<std::uint8_t>& buffer) {
-  Strip s = plan_strip(x, y, w, h, scale_num);
-  buffer.resize(s.stride * (s.y1 - s.y0));
-  if (!start_strip_protected(state_.get(), &s.strip_x, &s.strip_width, s.y0) ||
-      !read_rows_protected(state_.get(), buffer.data(), s.stride, s.y1 - s.y0)) {
+void JpegRegionDecoder::start_strip(Strip& s, std::span<const ByteRange> intervals) {
+  bool installed = false;
+  if (!start_strip_protected(state_.get(), &s.strip_x, &s.strip_width, s.y0,
+                             intervals.empty() ? nullptr : &state_->intervals, jpeg_, intervals, &installed)) {
     throw_decode_error();
   }
+  if (installed) ++interval_decodes_;
+}
+
+JpegRegion JpegRegionDecoder::decode(int x, int y, int w, int h, int scale_num, std::vector<std::uint8_t>& buffer,
+                                     std::span<const ByteRange> intervals) {
+  Strip s = plan_strip(x, y, w, h, scale_num);
+  buffer.resize(s.stride * (s.y1 - s.y0));
+  start_strip(s, intervals);
+  if (!read_rows_protected(state_.get(), buffer.data(), s.stride, s.y1 - s.y0)) throw_decode_error();
   // The rows below the box are never decoded.
   jpeg_abort_decompress(&state_->cinfo);
   JpegRegion region = s.region(buffer.data());
@@ -188,10 +203,10 @@ JpegRegion JpegRegionDecoder::decode(int x, int y, int w, int h, int scale_num, 
 }
 
 JpegRegion JpegRegionDecoder::decode_rows(int x, int y, int w, int h, int scale_num, std::vector<std::uint8_t>& buffer,
-                                          RowSink& sink) {
+                                          RowSink& sink, std::span<const ByteRange> intervals) {
   Strip s = plan_strip(x, y, w, h, scale_num);
   buffer.resize(s.stride * kStreamRows);
-  if (!start_strip_protected(state_.get(), &s.strip_x, &s.strip_width, s.y0)) throw_decode_error();
+  start_strip(s, intervals);
   const JpegRegion whole = s.region(buffer.data());
   for (JDIMENSION row = s.y0; row < s.y1;) {
     const JDIMENSION count = std::min<JDIMENSION>(kStreamRows, s.y1 - row);

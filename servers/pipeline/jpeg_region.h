@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "jpeg_restart_slice.h"  // ByteRange
+
 namespace tensorcom::pipeline {
 
 struct JpegInfo {
@@ -51,7 +53,7 @@ class RowSink {
 
 class JpegRegionDecoder {
  public:
-  struct State;  // the libjpeg decompressor and its error manager
+  struct State;  // the libjpeg decompressor, its error manager, the interval decoder
 
   JpegRegionDecoder();
   ~JpegRegionDecoder();
@@ -64,22 +66,33 @@ class JpegRegionDecoder {
   // into buffer; the box's coordinates are source pixels. Returns the
   // decoded box at the reduced scale, every pixel as a decode of the whole
   // image at that scale gives it. Throws SampleError.
-  [[nodiscard]] JpegRegion decode(int x, int y, int w, int h, int scale_num,
-                                  std::vector<std::uint8_t>& buffer);
+  //
+  // `intervals`, when given, are the restart intervals of the JPEG whose
+  // header was read (a restart slice's): a JpegIntervalDecoder then does
+  // the Huffman decoding, libjpeg the rest.
+  [[nodiscard]] JpegRegion decode(int x, int y, int w, int h, int scale_num, std::vector<std::uint8_t>& buffer,
+                                  std::span<const ByteRange> intervals = {});
   // The same box, handed to sink kStreamRows rows at a time as they are
   // decoded, through a buffer of that many rows: the next step reads them
   // while they are in cache, and the box is never in memory whole. Returns
   // the box as decode() does, without pixels (they are gone).
   static constexpr int kStreamRows = 16;
   [[nodiscard]] JpegRegion decode_rows(int x, int y, int w, int h, int scale_num, std::vector<std::uint8_t>& buffer,
-                                       RowSink& sink);
+                                       RowSink& sink, std::span<const ByteRange> intervals = {});
+
+  // How many decodes so far had their Huffman decoding done by the
+  // JpegIntervalDecoder.
+  [[nodiscard]] std::uint64_t interval_decodes() const noexcept { return interval_decodes_; }
 
  private:
   struct Strip;
   [[nodiscard]] Strip plan_strip(int x, int y, int w, int h, int scale_num);
+  void start_strip(Strip& strip, std::span<const ByteRange> intervals);
   [[noreturn]] void throw_decode_error() const;
 
   std::unique_ptr<State> state_;
+  std::span<const std::byte> jpeg_;  // the file whose header was read last
+  std::uint64_t interval_decodes_ = 0;
   JpegInfo info_;
 };
 

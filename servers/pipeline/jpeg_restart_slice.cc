@@ -148,9 +148,10 @@ bool find_intervals(const std::uint8_t* data, std::size_t size, std::size_t scan
 }  // namespace
 
 std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg, const PixelBox& want, int context,
-                                                std::vector<std::byte>& out) {
+                                                std::vector<std::byte>& out, std::vector<ByteRange>* intervals) {
   const auto* data = reinterpret_cast<const std::uint8_t*>(jpeg.data());
   const std::size_t size = jpeg.size();
+  if (size > UINT32_MAX) return std::nullopt;  // interval offsets are 32-bit
   Layout layout;
   if (!read_layout(data, size, layout)) return std::nullopt;
   const std::optional<Tiling> tiling = tiling_of(layout);
@@ -201,6 +202,7 @@ std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg,
     }
     at += e - b;
   }
+  if (intervals) intervals->clear();
   std::size_t written = 0;  // intervals in the slice so far
   for (int r = row0; r < row1; ++r) {
     for (int c = col0; c < col1; ++c) {
@@ -210,6 +212,9 @@ std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg,
         o[at++] = static_cast<std::uint8_t>(kRST0 + (written - 1) % 8);
       }
       std::memcpy(o + at, data + begins[i], ends[i] - begins[i]);
+      if (intervals) {
+        intervals->push_back({static_cast<std::uint32_t>(at), static_cast<std::uint32_t>(at + ends[i] - begins[i])});
+      }
       at += ends[i] - begins[i];
       ++written;
     }

@@ -14,11 +14,19 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <vector>
 
 namespace tensorcom::pipeline {
+
+// Where a restart interval's entropy-coded bytes lie in a JPEG: [begin, end),
+// without its marker.
+struct ByteRange {
+  std::uint32_t begin = 0;
+  std::uint32_t end = 0;
+};
 
 // A rectangle of an image, in pixels.
 struct PixelBox {
@@ -36,7 +44,10 @@ struct PixelBox {
 // markers present and in order. Never throws on malformed input: the caller
 // decodes the whole file then, and its decoder reports what is wrong.
 // REQUIRES: want is non-empty and lies inside the image.
+// Where each of the slice's restart intervals lies in out goes to
+// *intervals, when given (for JpegIntervalDecoder).
 [[nodiscard]] std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg, const PixelBox& want,
-                                                              int context, std::vector<std::byte>& out);
+                                                              int context, std::vector<std::byte>& out,
+                                                              std::vector<ByteRange>* intervals = nullptr);
 
 }  // namespace tensorcom::pipeline

@@ -55,12 +55,15 @@ std::vector<std::byte> encode(int width, int height, const Encoding& e, unsigned
 
 // The box's pixels at scale num/8, decoded by the region decoder from
 // `jpeg`, whose top-left corner is at `origin` of the image.
+// With `intervals` (the slice's), JpegIntervalDecoder does the Huffman
+// decoding, and must have.
 std::vector<std::uint8_t> decode_box(std::span<const std::byte> jpeg, const PixelBox& origin, const PixelBox& box,
-                                     int num) {
+                                     int num, std::span<const ByteRange> intervals = {}) {
   JpegRegionDecoder decoder;
   (void)decoder.read_header(jpeg);
   std::vector<std::uint8_t> buffer;
-  JpegRegion r = decoder.decode(box.x - origin.x, box.y - origin.y, box.width, box.height, num, buffer);
+  JpegRegion r = decoder.decode(box.x - origin.x, box.y - origin.y, box.width, box.height, num, buffer, intervals);
+  CHECK(decoder.interval_decodes() == (intervals.empty() ? 0u : 1u));
   // The decoded box in the whole image's scaled pixels (origin is a
   // multiple of 8: of num/8 it is whole).
   r.x += origin.x * num / 8;
@@ -104,6 +107,7 @@ void check_slices_decode_exactly(const std::vector<std::byte>& jpeg, int width, 
   std::mt19937 rng(7);
   int sliced = 0, narrower = 0;
   std::vector<std::byte> slice_bytes;
+  std::vector<ByteRange> intervals;
   for (int i = 0; i < 60; ++i) {
     const PixelBox box = random_box(rng, width, height);
     const int num = 8 >> (i % 4);  // every DCT scale the augmenter uses
@@ -112,7 +116,7 @@ void check_slices_decode_exactly(const std::vector<std::byte>& jpeg, int width, 
     CAPTURE(box.width);
     CAPTURE(box.height);
     CAPTURE(num);
-    auto slice = slice_restart_intervals(jpeg, box, decoder_context(num), slice_bytes);
+    auto slice = slice_restart_intervals(jpeg, box, decoder_context(num), slice_bytes, &intervals);
     if (!slice) continue;
     ++sliced;
     if (slice->width < width) ++narrower;
@@ -124,7 +128,9 @@ void check_slices_decode_exactly(const std::vector<std::byte>& jpeg, int width, 
     JpegInfo info = probe.read_header(slice_bytes);
     CHECK(info.width == slice->width);
     CHECK(info.height == slice->height);
-    CHECK(decode_box(slice_bytes, *slice, box, num) == whole_box(jpeg, box, num));
+    const std::vector<std::uint8_t> whole = whole_box(jpeg, box, num);
+    CHECK(decode_box(slice_bytes, *slice, box, num) == whole);
+    CHECK(decode_box(slice_bytes, *slice, box, num, intervals) == whole);
   }
   CHECK(sliced > 20);
   CHECK((narrower > 0) == expect_columns);
@@ -179,6 +185,39 @@ TEST_CASE("a slice of a JPEG with a restart marker every MCU row or two decodes 
     Encoding e{3, 2, 2, 0, rows, false};
     check_slices_decode_exactly(encode(250, 190, e), 250, 190, false);
   }
+}
+
+TEST_CASE("the interval decoder gives libjpeg's pixels from corrupt entropy-coded data too") {
+  // Bytes of the intervals overwritten (markers and stuffed bytes left
+  // alone): invalid codes, runs past the block's end, intervals that end
+  // early or run on. Both decoders must make the same of them.
+  const auto jpeg = encode(203, 157, Encoding{3, 2, 2, 1, 0, false}, 5);
+  std::vector<std::byte> slice_bytes;
+  std::vector<ByteRange> intervals;
+  const PixelBox box{40, 30, 120, 100};
+  std::mt19937 rng(3);
+  int checked = 0, corrupted = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int num = 8 >> (trial % 4);
+    auto slice = slice_restart_intervals(jpeg, box, decoder_context(num), slice_bytes, &intervals);
+    REQUIRE(slice);
+    const std::vector<std::uint8_t> clean = decode_box(slice_bytes, *slice, box, num);
+    auto* b = reinterpret_cast<unsigned char*>(slice_bytes.data());
+    for (int n = 0; n < 1 + trial % 8; ++n) {
+      const ByteRange r = intervals[rng() % intervals.size()];
+      if (r.end == r.begin) continue;
+      const std::uint32_t at = r.begin + static_cast<std::uint32_t>(rng() % (r.end - r.begin));
+      if (b[at] == 0xFF || (at > 0 && b[at - 1] == 0xFF)) continue;
+      b[at] = static_cast<unsigned char>(rng() % 0xFF);  // never 0xFF: no new markers
+    }
+    CAPTURE(trial);
+    const std::vector<std::uint8_t> by_libjpeg = decode_box(slice_bytes, *slice, box, num);
+    CHECK(decode_box(slice_bytes, *slice, box, num, intervals) == by_libjpeg);
+    ++checked;
+    if (by_libjpeg != clean) ++corrupted;
+  }
+  CHECK(checked == 60);
+  CHECK(corrupted > 40);  // the damage shows
 }
 
 TEST_CASE("files that cannot be sliced are left to the whole-file decoder") {

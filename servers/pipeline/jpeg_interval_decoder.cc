@@ -1,0 +1,320 @@
+#include "jpeg_interval_decoder.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include <jerror.h>
+#include <jpegint.h>
+
+namespace tensorcom::pipeline {
+
+namespace {
+
+// Zigzag position to natural position, with libjpeg's 16 extra entries: a
+// corrupt run can carry k past 63 by 15, and lands on the last coefficient.
+constexpr int kNatural[64 + 16] = {
+    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13,
+    6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31,
+    39, 46, 53, 60, 61, 54, 47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
+
+// A fast-table entry: bits 0-4 the bits it consumes (0: no code of up to
+// kFastBits bits starts here), kComplete when they include the extra bits
+// (the value is then in bits 16-31), kZeroSize for symbols without extra
+// bits (end of block, a run of 16 zeros, a DC difference of 0), run in bits
+// 8-11, extra-bit count in bits 12-15.
+constexpr int kFastBits = 9;
+constexpr std::uint32_t kComplete = 1u << 5;
+constexpr std::uint32_t kZeroSize = 1u << 6;
+
+// JPEG's sign extension of an s-bit value (libjpeg's HUFF_EXTEND).
+inline int extend(std::uint32_t bits, int s) {
+  const int v = static_cast<int>(bits);
+  return v < (1 << (s - 1)) ? v - (1 << s) + 1 : v;
+}
+
+}  // namespace
+
+struct JpegIntervalDecoder::Table {
+  std::uint32_t fast[1 << kFastBits] = {};
+  // For codes longer than kFastBits, canonically: the codes of length l
+  // are valoffset[l] + the symbol's index ... up to maxcode[l].
+  std::int32_t maxcode[18] = {};
+  std::int32_t valoffset[17] = {};
+  std::uint8_t huffval[256] = {};
+  bool present = false;
+
+  // From a table libjpeg has read and checked (jpeg_make_d_derived_tbl ran
+  // at the start of the scan).
+  void build(const JHUFF_TBL& t, bool dc) {
+    std::fill(std::begin(fast), std::end(fast), 0u);
+    std::memcpy(huffval, t.huffval, sizeof huffval);
+    int index = 0;
+    std::int32_t code = 0;
+    for (int l = 1; l <= 16; ++l) {
+      const int count = t.bits[l];
+      if (count == 0 || index + count > 256) {
+        maxcode[l] = -1;
+      } else {
+        valoffset[l] = index - code;
+        for (int i = 0; i < count; ++i, ++index, ++code) {
+          if (l <= kFastBits) fill_fast(code, l, huffval[index], dc);
+        }
+        maxcode[l] = code - 1;
+      }
+      code <<= 1;
+    }
+    maxcode[17] = 0x7FFFFFFF;  // the sentinel: every code ends by 17 bits
+    present = true;
+  }
+
+  void fill_fast(std::int32_t code, int length, std::uint8_t symbol, bool dc) {
+    const int run = dc ? 0 : symbol >> 4;
+    const int size = symbol & 15;  // DC symbols are sizes, at most 15 (libjpeg checked)
+    const int spare = kFastBits - length;
+    for (int fill = 0; fill < (1 << spare); ++fill) {
+      const int index = (code << spare) | fill;
+      std::uint32_t e = static_cast<std::uint32_t>(run) << 8 | static_cast<std::uint32_t>(size) << 12;
+      if (size == 0) {
+        e |= kComplete | kZeroSize | static_cast<std::uint32_t>(length);
+      } else if (length + size <= kFastBits) {
+        const auto extra = static_cast<std::uint32_t>(fill >> (spare - size)) & ((1u << size) - 1);
+        e |= kComplete | static_cast<std::uint32_t>(length + size) |
+             static_cast<std::uint32_t>(static_cast<std::uint16_t>(extend(extra, size))) << 16;
+      } else {
+        e |= static_cast<std::uint32_t>(length);
+      }
+      fast[index] = e;
+    }
+  }
+};
+
+// What libjpeg calls: the public part of an entropy decoder, then us.
+struct JpegIntervalDecoder::Hook {
+  jpeg_entropy_decoder pub;
+  JpegIntervalDecoder* self;
+};
+
+JpegIntervalDecoder::JpegIntervalDecoder() : tables_(8), hook_(std::make_unique<Hook>()) {}
+JpegIntervalDecoder::~JpegIntervalDecoder() = default;
+
+namespace {
+void no_new_pass(j_decompress_ptr) {}  // a single scan: libjpeg starts no other
+}  // namespace
+
+bool JpegIntervalDecoder::install(jpeg_decompress_struct* cinfo, std::span<const std::byte> jpeg,
+                                  std::span<const ByteRange> intervals) {
+  if (cinfo->progressive_mode || cinfo->arith_code || cinfo->restart_interval == 0 ||
+      cinfo->comps_in_scan != cinfo->num_components || cinfo->comps_in_scan > 4 || cinfo->blocks_in_MCU > 10 ||
+      cinfo->blocks_in_MCU < 1 || cinfo->Ss != 0 || cinfo->Se != DCTSIZE2 - 1 || cinfo->Ah != 0 || cinfo->Al != 0) {
+    return false;
+  }
+  const std::size_t mcus = static_cast<std::size_t>(cinfo->MCUs_per_row) * cinfo->MCU_rows_in_scan;
+  const std::size_t per = cinfo->restart_interval;
+  if (intervals.size() != (mcus + per - 1) / per) return false;
+  for (const ByteRange& r : intervals) {
+    if (r.begin > r.end || r.end > jpeg.size()) return false;
+  }
+  for (int ci = 0; ci < cinfo->comps_in_scan; ++ci) {
+    const jpeg_component_info* comp = cinfo->cur_comp_info[ci];
+    if (comp->dc_tbl_no < 0 || comp->dc_tbl_no > 3 || comp->ac_tbl_no < 0 || comp->ac_tbl_no > 3 ||
+        !cinfo->dc_huff_tbl_ptrs[comp->dc_tbl_no] || !cinfo->ac_huff_tbl_ptrs[comp->ac_tbl_no]) {
+      return false;
+    }
+  }
+  for (Table& t : tables_) t.present = false;
+  for (int blkn = 0; blkn < cinfo->blocks_in_MCU; ++blkn) {
+    const int ci = cinfo->MCU_membership[blkn];
+    if (ci < 0 || ci >= cinfo->comps_in_scan) return false;
+    const jpeg_component_info* comp = cinfo->cur_comp_info[ci];
+    Table& dc = tables_[static_cast<std::size_t>(comp->dc_tbl_no)];
+    Table& ac = tables_[4 + static_cast<std::size_t>(comp->ac_tbl_no)];
+    if (!dc.present) dc.build(*cinfo->dc_huff_tbl_ptrs[comp->dc_tbl_no], true);
+    if (!ac.present) ac.build(*cinfo->ac_huff_tbl_ptrs[comp->ac_tbl_no], false);
+    dc_[blkn] = &dc;
+    ac_[blkn] = &ac;
+    component_of_block_[blkn] = ci;
+  }
+  blocks_in_mcu_ = cinfo->blocks_in_MCU;
+  mcus_per_interval_ = static_cast<int>(per);
+  data_ = reinterpret_cast<const std::uint8_t*>(jpeg.data());
+  intervals_ = intervals;
+  next_mcu_ = 0;
+  mcus_left_ = 0;
+  hook_->pub.start_pass = no_new_pass;
+  hook_->pub.decode_mcu = decode_mcu;
+  hook_->pub.insufficient_data = FALSE;
+  hook_->self = this;
+  cinfo->entropy = &hook_->pub;
+  return true;
+}
+
+// Copies the interval's bytes without the zero that follows each data byte
+// 0xFF, and ends them as libjpeg's reader ends a segment: at a marker (0xFF
+// then anything but 0; fill bytes 0xFF before it belong to it). Eight zero
+// bytes follow: the reader's loads past the end read zero bits, as libjpeg
+// gives once a segment's data are used up.
+void JpegIntervalDecoder::start_interval(j_decompress_ptr, std::size_t interval) {
+  const ByteRange r = intervals_[interval];
+  const std::uint8_t* in = data_ + r.begin;
+  const std::uint8_t* end = data_ + r.end;
+  unstuffed_.resize(static_cast<std::size_t>(r.end - r.begin) + 8);
+  std::uint8_t* out = unstuffed_.data();
+  while (in < end) {
+    const auto* ff = static_cast<const std::uint8_t*>(std::memchr(in, 0xFF, static_cast<std::size_t>(end - in)));
+    const std::uint8_t* stop = ff ? ff : end;
+    std::memcpy(out, in, static_cast<std::size_t>(stop - in));
+    out += stop - in;
+    if (!ff) break;
+    in = ff + 1;
+    while (in < end && *in == 0xFF) ++in;
+    if (in == end || *in != 0x00) break;  // a marker, or the interval's end
+    *out++ = 0xFF;
+    ++in;
+  }
+  std::memset(out, 0, 8);
+  bits_ = 0;
+  bit_count_ = 0;
+  next_ = unstuffed_.data();
+  last_ = out;
+  interval_ = interval;
+  mcus_left_ = mcus_per_interval_;
+  std::fill(std::begin(last_dc_), std::end(last_dc_), 0);
+}
+
+namespace {
+
+// The bit reader's state, in locals while a block decodes.
+struct Bits {
+  std::uint64_t bits;
+  int count;
+  const std::uint8_t* next;
+  const std::uint8_t* last;
+
+  // At least 56 valid bits, without a branch: the next eight bytes go below
+  // the valid ones and the pointer moves by the whole bytes taken.
+  void refill() {
+    std::uint64_t word;
+    std::memcpy(&word, next, 8);
+    bits |= __builtin_bswap64(word) >> count;
+    next += (63 - count) >> 3;
+    count |= 56;
+    next = std::min(next, last);  // past the end every load reads the zeros there
+  }
+  [[nodiscard]] std::uint32_t peek(int n) const { return static_cast<std::uint32_t>(bits >> (64 - n)); }
+  void consume(int n) {
+    bits <<= n;
+    count -= n;
+  }
+  // n extra bits, 1 <= n <= 15.
+  std::uint32_t take(int n) {
+    const std::uint32_t v = peek(n);
+    consume(n);
+    return v;
+  }
+};
+
+// A symbol whose code is longer than the fast table's reach, as libjpeg's
+// jpeg_huff_decode finds it: a code no table has takes 17 bits and gives 0.
+int slow_symbol(j_decompress_ptr cinfo, const JpegIntervalDecoder::Table& t, Bits& b) {
+  int l = kFastBits + 1;
+  std::uint32_t code = b.peek(l);
+  while (static_cast<std::int32_t>(code) > t.maxcode[l]) {
+    ++l;
+    code = b.peek(l);
+    if (l == 17) break;
+  }
+  b.consume(l);
+  if (l > 16) {
+    WARNMS(cinfo, JWRN_HUFF_BAD_CODE);
+    return 0;
+  }
+  return t.huffval[(t.valoffset[l] + static_cast<std::int32_t>(code)) & 0xFF];
+}
+
+// The next symbol's (run, size) from an entry that did not complete it.
+void finish_symbol(j_decompress_ptr cinfo, const JpegIntervalDecoder::Table& t, std::uint32_t e, bool dc, Bits& b,
+                   int* run, int* size) {
+  if (e & 31) {
+    b.consume(static_cast<int>(e & 31));
+    *run = static_cast<int>((e >> 8) & 15);
+    *size = static_cast<int>((e >> 12) & 15);
+    return;
+  }
+  const int symbol = slow_symbol(cinfo, t, b);
+  *run = dc ? 0 : symbol >> 4;
+  *size = symbol & 15;
+}
+
+}  // namespace
+
+void JpegIntervalDecoder::decode_blocks(j_decompress_ptr cinfo, JBLOCKROW* blocks) {
+  Bits b{bits_, bit_count_, next_, last_};
+  for (int blkn = 0; blkn < blocks_in_mcu_; ++blkn) {
+    JCOEF* block = blocks ? blocks[blkn][0] : discarded_;
+    // DC: the difference from the component's last DC.
+    const Table& dc = *dc_[blkn];
+    b.refill();
+    std::uint32_t e = dc.fast[b.peek(kFastBits)];
+    int diff = 0;
+    if (e & kComplete) {
+      b.consume(static_cast<int>(e & 31));
+      diff = static_cast<std::int32_t>(e) >> 16;
+    } else {
+      int run = 0, size = 0;
+      finish_symbol(cinfo, dc, e, true, b, &run, &size);
+      if (size) diff = extend(b.take(size), size);
+    }
+    int& last = last_dc_[component_of_block_[blkn]];
+    if ((last >= 0 && diff > INT_MAX - last) || (last < 0 && diff < INT_MIN - last)) {
+      ERREXIT(cinfo, JERR_BAD_DCT_COEF);
+    }
+    last += diff;
+    block[0] = static_cast<JCOEF>(last);
+    // AC: (run, size) symbols until the end of the block.
+    const Table& ac = *ac_[blkn];
+    for (int k = 1; k < DCTSIZE2;) {
+      b.refill();
+      e = ac.fast[b.peek(kFastBits)];
+      int run = 0, size = 0, value = 0;
+      if (e & kComplete) {
+        b.consume(static_cast<int>(e & 31));
+        run = static_cast<int>((e >> 8) & 15);
+        size = (e & kZeroSize) ? 0 : 1;
+        value = static_cast<std::int32_t>(e) >> 16;
+      } else {
+        finish_symbol(cinfo, ac, e, false, b, &run, &size);
+        if (size) value = extend(b.take(size), size);
+      }
+      if (size == 0) {
+        if (run != 15) break;  // end of block
+        k += 16;
+        continue;
+      }
+      k += run;
+      block[kNatural[k]] = static_cast<JCOEF>(value);
+      ++k;
+    }
+  }
+  bits_ = b.bits;
+  bit_count_ = b.count;
+  next_ = b.next;
+}
+
+boolean JpegIntervalDecoder::decode_mcu(j_decompress_ptr cinfo, JBLOCKROW* blocks) {
+  JpegIntervalDecoder& self = *reinterpret_cast<Hook*>(cinfo->entropy)->self;
+  const std::size_t mcu = self.next_mcu_++;
+  const std::size_t interval = mcu / static_cast<std::size_t>(self.mcus_per_interval_);
+  // More MCUs than the intervals hold cannot be asked for (install checked
+  // the count); they would stay zero, as libjpeg leaves MCUs past its data.
+  if (interval >= self.intervals_.size()) return TRUE;
+  // A region decode skips the MCUs above and beside its box: with an
+  // interval for each, nothing needs reading.
+  if (!blocks && self.mcus_per_interval_ == 1) return TRUE;
+  if (self.mcus_left_ == 0 || interval != self.interval_) self.start_interval(cinfo, interval);
+  --self.mcus_left_;
+  self.decode_blocks(cinfo, blocks);
+  return TRUE;
+}
+
+}  // namespace tensorcom::pipeline

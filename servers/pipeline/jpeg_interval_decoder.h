@@ -1,0 +1,83 @@
+// Internal: Huffman decoding of a baseline JPEG scan whose restart
+// intervals are known, in place of libjpeg-turbo's.
+//
+// libjpeg-turbo gives up its fast Huffman path for a whole image as soon
+// as it has restart markers, and with a marker at every MCU (what
+// `make-shards --restart-markers` writes, so that crops can skip) it also
+// reads every MCU's marker through its marker reader and refills its bit
+// buffer a byte at a time, checking each for 0xFF. Here each interval is
+// found by offset (the slicer knows where it put them), copied once with
+// its stuffed zero bytes taken out, and decoded from a 64-bit buffer that
+// refills without branches, a table lookup giving the code's symbol, run
+// and value at once for all but the longest codes; an MCU that a region
+// decode skips costs nothing.
+//
+// It gives libjpeg-turbo's coefficients exactly, corrupt data included:
+// bits past an interval's end read as zeros, an invalid code takes 17 bits
+// and counts as symbol 0 (with libjpeg's warning), runs past the block's
+// end write its last coefficient, DC sums that overflow stop the decode
+// as libjpeg's error.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+// jpeglib.h needs FILE and size_t declared first.
+#include <cstdio>
+
+#include <jpeglib.h>
+
+#include "jpeg_restart_slice.h"  // ByteRange
+
+namespace tensorcom::pipeline {
+
+class JpegIntervalDecoder {
+ public:
+  JpegIntervalDecoder();
+  ~JpegIntervalDecoder();
+  JpegIntervalDecoder(const JpegIntervalDecoder&) = delete;
+  JpegIntervalDecoder& operator=(const JpegIntervalDecoder&) = delete;
+
+  // Takes over the entropy decoding of cinfo's scan, just started by
+  // jpeg_start_decompress: jpeg holds the file cinfo reads, `intervals`
+  // its scan's restart intervals in order. Both must outlive the decode.
+  // Returns false, leaving libjpeg's own decoder in place, unless the scan
+  // is a single sequential Huffman scan of every component with a restart
+  // interval and exactly that many intervals.
+  bool install(jpeg_decompress_struct* cinfo, std::span<const std::byte> jpeg, std::span<const ByteRange> intervals);
+
+  // One Huffman table as the decoder uses it.
+  struct Table;
+
+ private:
+  struct Hook;
+  static boolean decode_mcu(j_decompress_ptr cinfo, JBLOCKROW* blocks);
+  void start_interval(j_decompress_ptr cinfo, std::size_t interval);
+  void decode_blocks(j_decompress_ptr cinfo, JBLOCKROW* blocks);
+
+  std::vector<Table> tables_;  // dc tables 0..3, then ac tables 0..3
+  std::unique_ptr<Hook> hook_;
+  const std::uint8_t* data_ = nullptr;
+  std::span<const ByteRange> intervals_;
+  std::vector<std::uint8_t> unstuffed_;  // the current interval, stuffing removed, zeros after
+  const Table* dc_[10] = {};             // by block of the MCU
+  const Table* ac_[10] = {};
+  int component_of_block_[10] = {};
+  int blocks_in_mcu_ = 0;
+  int mcus_per_interval_ = 0;
+  std::size_t next_mcu_ = 0;    // calls so far: libjpeg asks for MCUs in order
+  int mcus_left_ = 0;           // in the current interval
+  std::size_t interval_ = 0;    // the current one
+  int last_dc_[4] = {};
+  // The bit reader over unstuffed_.
+  std::uint64_t bits_ = 0;  // the next bits, from the top
+  int bit_count_ = 0;       // how many of them are valid
+  const std::uint8_t* next_ = nullptr;
+  const std::uint8_t* last_ = nullptr;  // the reader loads no further than 8 bytes from here
+  JBLOCK discarded_{};                  // where skipped MCUs go when intervals hold several
+};
+
+}  // namespace tensorcom::pipeline
