@@ -104,14 +104,13 @@ void no_new_pass(j_decompress_ptr) {}  // a single scan: libjpeg starts no other
 
 bool JpegIntervalDecoder::install(jpeg_decompress_struct* cinfo, std::span<const std::byte> jpeg,
                                   std::span<const ByteRange> intervals) {
-  if (cinfo->progressive_mode || cinfo->arith_code || cinfo->restart_interval == 0 ||
-      cinfo->comps_in_scan != cinfo->num_components || cinfo->comps_in_scan > 4 || cinfo->blocks_in_MCU > 10 ||
+  if (cinfo->progressive_mode || cinfo->arith_code || cinfo->comps_in_scan != cinfo->num_components || cinfo->comps_in_scan > 4 || cinfo->blocks_in_MCU > 10 ||
       cinfo->blocks_in_MCU < 1 || cinfo->Ss != 0 || cinfo->Se != DCTSIZE2 - 1 || cinfo->Ah != 0 || cinfo->Al != 0) {
     return false;
   }
   const std::size_t mcus = static_cast<std::size_t>(cinfo->MCUs_per_row) * cinfo->MCU_rows_in_scan;
-  const std::size_t per = cinfo->restart_interval;
-  if (intervals.size() != (mcus + per - 1) / per) return false;
+  const std::size_t per = cinfo->restart_interval ? cinfo->restart_interval : mcus;
+  if (mcus == 0 || per > INT_MAX || intervals.size() != (mcus + per - 1) / per) return false;
   for (const ByteRange& r : intervals) {
     if (r.begin > r.end || r.end > jpeg.size()) return false;
   }
@@ -175,8 +174,9 @@ void JpegIntervalDecoder::start_interval(j_decompress_ptr, std::size_t interval)
   std::memset(out, 0, 8);
   bits_ = 0;
   bit_count_ = 0;
-  next_ = unstuffed_.data();
-  last_ = out;
+  next_ = 0;
+  size_ = static_cast<std::size_t>(out - unstuffed_.data());
+  used_up_ = false;
   interval_ = interval;
   mcus_left_ = mcus_per_interval_;
   std::fill(std::begin(last_dc_), std::end(last_dc_), 0);
@@ -188,19 +188,22 @@ namespace {
 struct Bits {
   std::uint64_t bits;
   int count;
-  const std::uint8_t* next;
-  const std::uint8_t* last;
+  std::size_t next;
+  const std::uint8_t* data;
+  std::size_t size;  // zeros follow: loads from past it read them
 
   // At least 56 valid bits, without a branch: the next eight bytes go below
-  // the valid ones and the pointer moves by the whole bytes taken.
+  // the valid ones and the offset moves by the whole bytes taken. The load's
+  // address was settled by the previous refill, so it waits on nothing.
   void refill() {
     std::uint64_t word;
-    std::memcpy(&word, next, 8);
+    std::memcpy(&word, data + std::min(next, size), 8);
     bits |= __builtin_bswap64(word) >> count;
-    next += (63 - count) >> 3;
+    next += static_cast<std::size_t>((63 - count) >> 3);
     count |= 56;
-    next = std::min(next, last);  // past the end every load reads the zeros there
   }
+  // Whether more bits were taken than the data has.
+  [[nodiscard]] bool past_end() const { return next * 8 - static_cast<std::size_t>(count) > size * 8; }
   [[nodiscard]] std::uint32_t peek(int n) const { return static_cast<std::uint32_t>(bits >> (64 - n)); }
   void consume(int n) {
     bits <<= n;
@@ -249,7 +252,7 @@ void finish_symbol(j_decompress_ptr cinfo, const JpegIntervalDecoder::Table& t, 
 }  // namespace
 
 void JpegIntervalDecoder::decode_blocks(j_decompress_ptr cinfo, JBLOCKROW* blocks) {
-  Bits b{bits_, bit_count_, next_, last_};
+  Bits b{bits_, bit_count_, next_, unstuffed_.data(), size_};
   for (int blkn = 0; blkn < blocks_in_mcu_; ++blkn) {
     JCOEF* block = blocks ? blocks[blkn][0] : discarded_;
     // DC: the difference from the component's last DC.
@@ -299,6 +302,10 @@ void JpegIntervalDecoder::decode_blocks(j_decompress_ptr cinfo, JBLOCKROW* block
   bits_ = b.bits;
   bit_count_ = b.count;
   next_ = b.next;
+  if (b.past_end()) {
+    WARNMS(cinfo, JWRN_HIT_MARKER);
+    used_up_ = true;
+  }
 }
 
 boolean JpegIntervalDecoder::decode_mcu(j_decompress_ptr cinfo, JBLOCKROW* blocks) {
@@ -313,7 +320,7 @@ boolean JpegIntervalDecoder::decode_mcu(j_decompress_ptr cinfo, JBLOCKROW* block
   if (!blocks && self.mcus_per_interval_ == 1) return TRUE;
   if (self.mcus_left_ == 0 || interval != self.interval_) self.start_interval(cinfo, interval);
   --self.mcus_left_;
-  self.decode_blocks(cinfo, blocks);
+  if (!self.used_up_) self.decode_blocks(cinfo, blocks);
   return TRUE;
 }
 

@@ -43,10 +43,11 @@ class JpegIntervalDecoder {
 
   // Takes over the entropy decoding of cinfo's scan, just started by
   // jpeg_start_decompress: jpeg holds the file cinfo reads, `intervals`
-  // its scan's restart intervals in order. Both must outlive the decode.
-  // Returns false, leaving libjpeg's own decoder in place, unless the scan
-  // is a single sequential Huffman scan of every component with a restart
-  // interval and exactly that many intervals.
+  // its scan's restart intervals in order, or, for a scan without restart
+  // markers, one range from the scan's first byte on. Both must outlive the
+  // decode. Returns false, leaving libjpeg's own decoder in place, unless
+  // the scan is a single sequential Huffman scan of every component with
+  // exactly that many intervals.
   bool install(jpeg_decompress_struct* cinfo, std::span<const std::byte> jpeg, std::span<const ByteRange> intervals);
 
   // One Huffman table as the decoder uses it.
@@ -72,12 +73,15 @@ class JpegIntervalDecoder {
   int mcus_left_ = 0;           // in the current interval
   std::size_t interval_ = 0;    // the current one
   int last_dc_[4] = {};
+  // Once an interval's bits are used up, libjpeg leaves its remaining MCUs
+  // zero.
+  bool used_up_ = false;
   // The bit reader over unstuffed_.
   std::uint64_t bits_ = 0;  // the next bits, from the top
   int bit_count_ = 0;       // how many of them are valid
-  const std::uint8_t* next_ = nullptr;
-  const std::uint8_t* last_ = nullptr;  // the reader loads no further than 8 bytes from here
-  JBLOCK discarded_{};                  // where skipped MCUs go when intervals hold several
+  std::size_t next_ = 0;    // byte offset of the next load
+  std::size_t size_ = 0;    // data bytes in unstuffed_; zeros follow
+  JBLOCK discarded_{};      // where skipped MCUs go when intervals hold several
 };
 
 }  // namespace tensorcom::pipeline

@@ -5,6 +5,8 @@
 #include <csetjmp>
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 
 #include <jerror.h>
 
@@ -117,6 +119,9 @@ JpegInfo JpegRegionDecoder::read_header(std::span<const std::byte> jpeg) {
   if (!has_end_of_image(data + (jpeg.size() - scan_bytes), scan_bytes)) {
     throw SampleError("truncated", "JPEG: no end-of-image marker after the scan data: the file was cut short");
   }
+  whole_scan_ = jpeg.size() <= UINT32_MAX
+                    ? ByteRange{static_cast<std::uint32_t>(jpeg.size() - scan_bytes), static_cast<std::uint32_t>(jpeg.size())}
+                    : ByteRange{};
   info_.width = static_cast<int>(c.image_width);
   info_.height = static_cast<int>(c.image_height);
   info_.cmyk = c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK;
@@ -181,6 +186,11 @@ void JpegRegionDecoder::throw_decode_error() const {
 }
 
 void JpegRegionDecoder::start_strip(Strip& s, std::span<const ByteRange> intervals) {
+  // Without intervals, a scan without restart markers is one (install
+  // refuses it for a file that has them).
+  if (intervals.empty() && !whole_scans_by_libjpeg_ && whole_scan_.end > whole_scan_.begin) {
+    intervals = std::span<const ByteRange>(&whole_scan_, 1);
+  }
   bool installed = false;
   if (!start_strip_protected(state_.get(), &s.strip_x, &s.strip_width, s.y0,
                              intervals.empty() ? nullptr : &state_->intervals, jpeg_, intervals, &installed)) {

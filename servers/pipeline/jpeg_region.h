@@ -81,8 +81,11 @@ class JpegRegionDecoder {
                                        RowSink& sink, std::span<const ByteRange> intervals = {});
 
   // How many decodes so far had their Huffman decoding done by the
-  // JpegIntervalDecoder.
+  // JpegIntervalDecoder: those given intervals, and those of files without
+  // restart markers (one interval, the whole scan), unless turned off here
+  // (for tests and benchmarks that compare it with libjpeg's).
   [[nodiscard]] std::uint64_t interval_decodes() const noexcept { return interval_decodes_; }
+  void decode_whole_scans_with_libjpeg(bool yes) noexcept { whole_scans_by_libjpeg_ = yes; }
 
  private:
   struct Strip;
@@ -92,6 +95,8 @@ class JpegRegionDecoder {
 
   std::unique_ptr<State> state_;
   std::span<const std::byte> jpeg_;  // the file whose header was read last
+  ByteRange whole_scan_;             // its first scan's data, to the end of the file
+  bool whole_scans_by_libjpeg_ = false;
   std::uint64_t interval_decodes_ = 0;
   JpegInfo info_;
 };

@@ -55,15 +55,21 @@ std::vector<std::byte> encode(int width, int height, const Encoding& e, unsigned
 
 // The box's pixels at scale num/8, decoded by the region decoder from
 // `jpeg`, whose top-left corner is at `origin` of the image.
-// With `intervals` (the slice's), JpegIntervalDecoder does the Huffman
-// decoding, and must have.
+// Who does the Huffman decoding: libjpeg, or JpegIntervalDecoder (given
+// the slice's intervals, or on the whole scan of a file without restart
+// markers), which then must have.
+enum class Huffman { kLibjpeg, kOurs };
+
 std::vector<std::uint8_t> decode_box(std::span<const std::byte> jpeg, const PixelBox& origin, const PixelBox& box,
-                                     int num, std::span<const ByteRange> intervals = {}) {
+                                     int num, Huffman huffman = Huffman::kLibjpeg,
+                                     std::span<const ByteRange> intervals = {}) {
   JpegRegionDecoder decoder;
+  decoder.decode_whole_scans_with_libjpeg(huffman == Huffman::kLibjpeg);
   (void)decoder.read_header(jpeg);
   std::vector<std::uint8_t> buffer;
-  JpegRegion r = decoder.decode(box.x - origin.x, box.y - origin.y, box.width, box.height, num, buffer, intervals);
-  CHECK(decoder.interval_decodes() == (intervals.empty() ? 0u : 1u));
+  JpegRegion r = decoder.decode(box.x - origin.x, box.y - origin.y, box.width, box.height, num, buffer,
+                                huffman == Huffman::kOurs ? intervals : std::span<const ByteRange>());
+  CHECK(decoder.interval_decodes() == (huffman == Huffman::kOurs ? 1u : 0u));
   // The decoded box in the whole image's scaled pixels (origin is a
   // multiple of 8: of num/8 it is whole).
   r.x += origin.x * num / 8;
@@ -130,7 +136,7 @@ void check_slices_decode_exactly(const std::vector<std::byte>& jpeg, int width, 
     CHECK(info.height == slice->height);
     const std::vector<std::uint8_t> whole = whole_box(jpeg, box, num);
     CHECK(decode_box(slice_bytes, *slice, box, num) == whole);
-    CHECK(decode_box(slice_bytes, *slice, box, num, intervals) == whole);
+    CHECK(decode_box(slice_bytes, *slice, box, num, Huffman::kOurs, intervals) == whole);
   }
   CHECK(sliced > 20);
   CHECK((narrower > 0) == expect_columns);
@@ -160,7 +166,9 @@ TEST_CASE("the region decoder gives a box's pixels as a decode of the whole imag
       CAPTURE(box.width);
       CAPTURE(box.height);
       CAPTURE(num);
-      CHECK(decode_box(jpeg, PixelBox{}, box, num) == whole_box(jpeg, box, num));
+      const std::vector<std::uint8_t> whole = whole_box(jpeg, box, num);
+      CHECK(decode_box(jpeg, PixelBox{}, box, num) == whole);
+      CHECK(decode_box(jpeg, PixelBox{}, box, num, Huffman::kOurs) == whole);  // the whole scan, one interval
     }
   }
 }
@@ -212,12 +220,44 @@ TEST_CASE("the interval decoder gives libjpeg's pixels from corrupt entropy-code
     }
     CAPTURE(trial);
     const std::vector<std::uint8_t> by_libjpeg = decode_box(slice_bytes, *slice, box, num);
-    CHECK(decode_box(slice_bytes, *slice, box, num, intervals) == by_libjpeg);
+    CHECK(decode_box(slice_bytes, *slice, box, num, Huffman::kOurs, intervals) == by_libjpeg);
     ++checked;
     if (by_libjpeg != clean) ++corrupted;
   }
   CHECK(checked == 60);
   CHECK(corrupted > 40);  // the damage shows
+}
+
+TEST_CASE("the interval decoder gives libjpeg's pixels from a damaged or cut file without restart markers") {
+  // One interval, the whole scan: once its bits are used up (a file cut
+  // short, an EOI written early), libjpeg leaves the remaining MCUs zero.
+  const auto jpeg = encode(203, 157, Encoding{3, 2, 2, 0, 0, false}, 9);
+  const PixelBox box{10, 20, 180, 130};
+  std::mt19937 rng(4);
+  int corrupted = 0;
+  const std::vector<std::uint8_t> clean = decode_box(jpeg, PixelBox{}, box, 8);
+  for (int trial = 0; trial < 40; ++trial) {
+    auto damaged = jpeg;
+    auto* b = reinterpret_cast<unsigned char*>(damaged.data());
+    const std::size_t scan = damaged.size() / 3;  // well inside the entropy-coded data
+    if (trial % 4 == 0) {
+      // An end of image in the middle of the data: the rest reads as zeros.
+      const std::size_t at = scan + rng() % (damaged.size() - scan - 4);
+      b[at] = 0xFF;
+      b[at + 1] = 0xD9;
+    } else {
+      for (int n = 0; n < trial % 6 + 1; ++n) {
+        const std::size_t at = scan + rng() % (damaged.size() - scan - 2);
+        if (b[at] == 0xFF || b[at - 1] == 0xFF) continue;
+        b[at] = static_cast<unsigned char>(rng() % 0xFF);
+      }
+    }
+    CAPTURE(trial);
+    const std::vector<std::uint8_t> by_libjpeg = decode_box(damaged, PixelBox{}, box, 8);
+    CHECK(decode_box(damaged, PixelBox{}, box, 8, Huffman::kOurs) == by_libjpeg);
+    if (by_libjpeg != clean) ++corrupted;
+  }
+  CHECK(corrupted > 30);
 }
 
 TEST_CASE("files that cannot be sliced are left to the whole-file decoder") {
