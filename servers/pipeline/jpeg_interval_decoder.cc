@@ -23,7 +23,7 @@ constexpr int kNatural[64 + 16] = {
 // (the value is then in bits 16-31), kZeroSize for symbols without extra
 // bits (end of block, a run of 16 zeros, a DC difference of 0), run in bits
 // 8-11, extra-bit count in bits 12-15.
-constexpr int kFastBits = 9;
+constexpr int kFastBits = 10;
 constexpr std::uint32_t kComplete = 1u << 5;
 constexpr std::uint32_t kZeroSize = 1u << 6;
 
@@ -274,30 +274,42 @@ void JpegIntervalDecoder::decode_blocks(j_decompress_ptr cinfo, JBLOCKROW* block
     }
     last += diff;
     block[0] = static_cast<JCOEF>(last);
-    // AC: (run, size) symbols until the end of the block.
+    // AC: (run, size) symbols until the end of the block. A refill leaves
+    // at least 56 bits, enough for three symbols the fast table completes
+    // (kFastBits each); any other refills first itself.
     const Table& ac = *ac_[blkn];
-    for (int k = 1; k < DCTSIZE2;) {
-      b.refill();
-      e = ac.fast[b.peek(kFastBits)];
+    int k = 1;
+    // One symbol; false once the block is done.
+    auto step = [&]() {
+      const std::uint32_t e = ac.fast[b.peek(kFastBits)];
+      if ((e & (kComplete | kZeroSize)) == kComplete) {  // the common case: a value, in the entry
+        b.consume(static_cast<int>(e & 31));
+        k += static_cast<int>((e >> 8) & 15);
+        block[kNatural[k]] = static_cast<JCOEF>(static_cast<std::int32_t>(e) >> 16);
+        return ++k < DCTSIZE2;
+      }
       int run = 0, size = 0, value = 0;
       if (e & kComplete) {
         b.consume(static_cast<int>(e & 31));
         run = static_cast<int>((e >> 8) & 15);
-        size = (e & kZeroSize) ? 0 : 1;
-        value = static_cast<std::int32_t>(e) >> 16;
       } else {
+        b.refill();
         finish_symbol(cinfo, ac, e, false, b, &run, &size);
         if (size) value = extend(b.take(size), size);
       }
       if (size == 0) {
-        if (run != 15) break;  // end of block
+        if (run != 15) return false;  // end of block
         k += 16;
-        continue;
+        return k < DCTSIZE2;
       }
       k += run;
       block[kNatural[k]] = static_cast<JCOEF>(value);
-      ++k;
-    }
+      return ++k < DCTSIZE2;
+    };
+    static_assert(3 * kFastBits <= 56);
+    do {
+      b.refill();
+    } while (step() && step() && step());
   }
   bits_ = b.bits;
   bit_count_ = b.count;
