@@ -148,9 +148,11 @@ namespace {
 // shuffled twice into 16-bit pairs by channel, zero-extended: (p0,p1) then
 // (p2,p3), against the group's weight pairs broadcast to both lanes, so the
 // lanes never need adding together.
-__attribute__((target("avx2"))) inline __m256i horizontal_sum_rows(const ResampleAxis& x, int i, int groups,
+template <int kGroups>  // 0: as many as the axis' window has
+__attribute__((target("avx2"))) inline __m256i horizontal_sum_rows(const ResampleAxis& x, int i, int window_groups,
                                                                   const std::uint8_t* row_a, const std::uint8_t* row_b,
                                                                   int origin) {
+  const int groups = kGroups ? kGroups : window_groups;
   constexpr char z = -128;  // pshufb writes a zero byte
   const __m256i first = _mm256_setr_epi8(0, z, 4, z, 1, z, 5, z, 2, z, 6, z, 3, z, 7, z,  //
                                          0, z, 4, z, 1, z, 5, z, 2, z, 6, z, 3, z, 7, z);
@@ -176,6 +178,38 @@ __attribute__((target("avx2"))) inline __m256i horizontal_sum_rows(const Resampl
 
 }  // namespace
 
+namespace {
+
+// The pass over both rows, for windows of kGroups groups (0: any).
+template <int kGroups>
+__attribute__((target("avx2"))) void horizontal_rows(const ResampleAxis& x, const std::uint8_t* row_a,
+                                                     const std::uint8_t* row_b, int origin, std::uint8_t* dst_a,
+                                                     std::uint8_t* dst_b) {
+  const int groups = x.window() / ResampleAxis::kGroupPixels;
+  int i = 0;
+  // Four outputs of both rows: the packs keep lanes apart, so lane 0 ends
+  // as row a's four pixels and lane 1 as row b's.
+  for (; i + 4 <= x.out_count(); i += 4) {
+    const __m256i v01 = _mm256_packs_epi32(horizontal_sum_rows<kGroups>(x, i, groups, row_a, row_b, origin),
+                                           horizontal_sum_rows<kGroups>(x, i + 1, groups, row_a, row_b, origin));
+    const __m256i v23 = _mm256_packs_epi32(horizontal_sum_rows<kGroups>(x, i + 2, groups, row_a, row_b, origin),
+                                           horizontal_sum_rows<kGroups>(x, i + 3, groups, row_a, row_b, origin));
+    const __m256i bytes = _mm256_packus_epi16(v01, v23);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst_a + 4 * static_cast<std::size_t>(i)), _mm256_castsi256_si128(bytes));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst_b + 4 * static_cast<std::size_t>(i)),
+                     _mm256_extracti128_si256(bytes, 1));
+  }
+  for (; i < x.out_count(); ++i) {
+    const __m256i v = horizontal_sum_rows<kGroups>(x, i, groups, row_a, row_b, origin);
+    const __m256i packed = _mm256_packus_epi16(_mm256_packs_epi32(v, v), v);
+    const std::int32_t a = _mm256_extract_epi32(packed, 0), b = _mm256_extract_epi32(packed, 4);
+    std::memcpy(dst_a + 4 * static_cast<std::size_t>(i), &a, 4);
+    std::memcpy(dst_b + 4 * static_cast<std::size_t>(i), &b, 4);
+  }
+}
+
+}  // namespace
+
 __attribute__((target("avx2"))) void horizontal_avx2_rows(const ResampleAxis& x, const std::uint8_t* row_a,
                                                            const std::uint8_t* row_b, int origin, std::uint8_t* dst_a,
                                                            std::uint8_t* dst_b) {
@@ -184,26 +218,12 @@ __attribute__((target("avx2"))) void horizontal_avx2_rows(const ResampleAxis& x,
     horizontal_sse41(x, row_b, origin, dst_b);
     return;
   }
-  const int groups = x.window() / ResampleAxis::kGroupPixels;
-  int i = 0;
-  // Four outputs of both rows: the packs keep lanes apart, so lane 0 ends
-  // as row a's four pixels and lane 1 as row b's.
-  for (; i + 4 <= x.out_count(); i += 4) {
-    const __m256i v01 = _mm256_packs_epi32(horizontal_sum_rows(x, i, groups, row_a, row_b, origin),
-                                           horizontal_sum_rows(x, i + 1, groups, row_a, row_b, origin));
-    const __m256i v23 = _mm256_packs_epi32(horizontal_sum_rows(x, i + 2, groups, row_a, row_b, origin),
-                                           horizontal_sum_rows(x, i + 3, groups, row_a, row_b, origin));
-    const __m256i bytes = _mm256_packus_epi16(v01, v23);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst_a + 4 * static_cast<std::size_t>(i)), _mm256_castsi256_si128(bytes));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst_b + 4 * static_cast<std::size_t>(i)),
-                     _mm256_extracti128_si256(bytes, 1));
-  }
-  for (; i < x.out_count(); ++i) {
-    const __m256i v = horizontal_sum_rows(x, i, groups, row_a, row_b, origin);
-    const __m256i packed = _mm256_packus_epi16(_mm256_packs_epi32(v, v), v);
-    const std::int32_t a = _mm256_extract_epi32(packed, 0), b = _mm256_extract_epi32(packed, 4);
-    std::memcpy(dst_a + 4 * static_cast<std::size_t>(i), &a, 4);
-    std::memcpy(dst_b + 4 * static_cast<std::size_t>(i), &b, 4);
+  // Windows of one or two groups (up to eight taps) are nearly all of a
+  // RandomResizedCrop's: their loops unrolled, with no count to test.
+  switch (x.window() / ResampleAxis::kGroupPixels) {
+    case 1: return horizontal_rows<1>(x, row_a, row_b, origin, dst_a, dst_b);
+    case 2: return horizontal_rows<2>(x, row_a, row_b, origin, dst_a, dst_b);
+    default: return horizontal_rows<0>(x, row_a, row_b, origin, dst_a, dst_b);
   }
 }
 
