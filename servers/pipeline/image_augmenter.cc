@@ -198,13 +198,13 @@ namespace {
 // span's first whole pixel (*origin), so that at full scale the axis is the
 // one Pillow computes for the cropped image, to the bit.
 ResampleAxis scaled_axis(ResampleFilter filter, int first, int length, int whole, int num, int out_size,
-                         int out_first, int out_count, int* origin) {
+                         int out_first, int out_count, AxisPass pass, int* origin) {
   const double begin = first * num / 8.0, end = (first + length) * num / 8.0;
   *origin = static_cast<int>(std::floor(begin));
   const int scaled_whole = (whole * num + 7) / 8;  // libjpeg's scaled size, rounded up
   const int clamp_end = std::min(static_cast<int>(std::ceil(end)), scaled_whole) - *origin;
   return ResampleAxis(filter, SourceSpan{begin - *origin, end - *origin, 0, clamp_end}, out_size, out_first,
-                      out_count);
+                      out_count, pass);
 }
 
 }  // namespace
@@ -225,16 +225,16 @@ ImageAugmenter::Axes ImageAugmenter::pillow_axes(int width, int height, const Cr
       options_.resample == Resample::kBicubic ? ResampleFilter::kBicubic : ResampleFilter::kBilinear;
   int ox = 0, oy = 0;
   if (!options_.validation) {
-    ResampleAxis x = scaled_axis(filter, box.x, box.width, width, num, size_, 0, size_, &ox);
-    ResampleAxis y = scaled_axis(filter, box.y, box.height, height, num, size_, 0, size_, &oy);
+    ResampleAxis x = scaled_axis(filter, box.x, box.width, width, num, size_, 0, size_, AxisPass::kHorizontal, &ox);
+    ResampleAxis y = scaled_axis(filter, box.y, box.height, height, num, size_, 0, size_, AxisPass::kVertical, &oy);
     return {std::move(x), std::move(y), ox, oy};
   }
   // torchvision's Resize(resize_to): the shorter side becomes resize_to, the
   // longer int(resize_to * long / short); then CenterCrop(size) starts at
   // int(round((new - size) / 2.0)), Python's round (half to even).
   const ResizedImage r = resized_for_validation(width, height);
-  ResampleAxis x = scaled_axis(filter, 0, width, width, num, r.width, r.left, size_, &ox);
-  ResampleAxis y = scaled_axis(filter, 0, height, height, num, r.height, r.top, size_, &oy);
+  ResampleAxis x = scaled_axis(filter, 0, width, width, num, r.width, r.left, size_, AxisPass::kHorizontal, &ox);
+  ResampleAxis y = scaled_axis(filter, 0, height, height, num, r.height, r.top, size_, AxisPass::kVertical, &oy);
   return {std::move(x), std::move(y), ox, oy};
 }
 

@@ -48,8 +48,8 @@ std::uint8_t clip8(std::int32_t sum) {
 ResampleAxis::ResampleAxis(ResampleFilter filter, int in_size, int out_size, int out_first, int out_count)
     : ResampleAxis(filter, SourceSpan{0, static_cast<double>(in_size), 0, in_size}, out_size, out_first, out_count) {}
 
-ResampleAxis::ResampleAxis(ResampleFilter filter, const SourceSpan& span, int out_size, int out_first,
-                           int out_count) {
+ResampleAxis::ResampleAxis(ResampleFilter filter, const SourceSpan& span, int out_size, int out_first, int out_count,
+                           AxisPass pass) {
   // As Pillow's precompute_coeffs: the filter is stretched by the downscale
   // factor; taps start where centre - support rounds to.
   const double scale = (span.end - span.first) / out_size;
@@ -80,8 +80,8 @@ ResampleAxis::ResampleAxis(ResampleFilter filter, const SourceSpan& span, int ou
     source_first_ = std::min(source_first_, xmin);
     source_end_ = std::max(source_end_, xmin + xmax);
   }
-  pack_windows();
-  pack_tap_pairs();
+  if (pass != AxisPass::kVertical) pack_windows();
+  if (pass != AxisPass::kHorizontal) pack_tap_pairs();
 }
 
 namespace {

@@ -32,6 +32,10 @@ struct SourceSpan {
   int clamp_end = 0;
 };
 
+// Which pass an axis serves: its weights are packed for that pass' vector
+// loops (a horizontal pass reads windows, a vertical one tap pairs).
+enum class AxisPass { kHorizontal, kVertical, kBoth };
+
 // Where each computed output pixel of one axis reads, and with what weights.
 class ResampleAxis {
  public:
@@ -41,8 +45,11 @@ class ResampleAxis {
   ResampleAxis(ResampleFilter filter, int in_size, int out_size, int out_first, int out_count);
   // A span of the source, as Image.resize(box=...): used where the source
   // was decoded at a reduced DCT scale, so the box falls between pixels.
-  // REQUIRES: as above, and first < end, clamp_first < clamp_end.
-  ResampleAxis(ResampleFilter filter, const SourceSpan& span, int out_size, int out_first, int out_count);
+  // REQUIRES: as above, and first < end, clamp_first < clamp_end; the axis
+  // serves only `pass` (PillowResampler takes x for the horizontal pass, y
+  // for the vertical).
+  ResampleAxis(ResampleFilter filter, const SourceSpan& span, int out_size, int out_first, int out_count,
+               AxisPass pass = AxisPass::kBoth);
 
   // The source pixels the computed outputs read: [source_first, source_end).
   [[nodiscard]] int source_first() const noexcept { return source_first_; }
