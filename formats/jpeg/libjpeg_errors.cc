@@ -18,7 +18,9 @@ LibjpegErrors& errors_of(j_common_ptr cinfo) { return *reinterpret_cast<LibjpegE
 void on_error_exit(j_common_ptr cinfo) { jump_with_message(cinfo); }
 
 void on_emit_message(j_common_ptr cinfo, int level) {
-  if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) jump_with_message(cinfo);
+  if (level >= 0) return;  // trace messages
+  if (cinfo->err->msg_code == JWRN_JPEG_EOF) jump_with_message(cinfo);
+  ++cinfo->err->num_warnings;  // damaged data decoding went past, as libjpeg's own handler counts it
 }
 
 // libjpeg calls this while it consumes input, at least once a scan.

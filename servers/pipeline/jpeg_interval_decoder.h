@@ -12,11 +12,14 @@
 // and value at once for all but the longest codes; an MCU that a region
 // decode skips costs nothing.
 //
-// It gives libjpeg-turbo's coefficients exactly, corrupt data included:
-// bits past an interval's end read as zeros, an invalid code takes 17 bits
-// and counts as symbol 0 (with libjpeg's warning), runs past the block's
-// end write its last coefficient, DC sums that overflow stop the decode
-// as libjpeg's error.
+// It gives libjpeg-turbo's coefficients exactly, damaged data included, as
+// libjpeg's reference (slow) Huffman path decodes it: bits past an
+// interval's end read as zeros and leave the interval's later MCUs zero, an
+// invalid code takes 17 bits and counts as symbol 0 (with libjpeg's
+// warnings), runs past the block's end write its last coefficient, DC sums
+// that overflow stop the decode as libjpeg's error. (libjpeg-turbo's fast
+// path, for files without restart markers, departs from its slow path on
+// one kind of invalid data: fill bytes before a stuffed zero.)
 #pragma once
 
 #include <cstddef>

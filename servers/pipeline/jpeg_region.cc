@@ -183,6 +183,8 @@ JpegRegionDecoder::Strip JpegRegionDecoder::plan_strip(int x, int y, int w, int 
   return s;
 }
 
+long JpegRegionDecoder::warnings() const noexcept { return state_->err.pub.num_warnings; }
+
 void JpegRegionDecoder::throw_decode_error() const {
   const char* reason = state_->err.too_many_scans                   ? "too many scans"
                        : state_->err.pub.msg_code == JWRN_JPEG_EOF ? "truncated"

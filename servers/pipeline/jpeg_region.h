@@ -86,6 +86,9 @@ class JpegRegionDecoder {
   // (for tests and benchmarks that compare it with libjpeg's).
   [[nodiscard]] std::uint64_t interval_decodes() const noexcept { return interval_decodes_; }
   void decode_whole_scans_with_libjpeg(bool yes) noexcept { whole_scans_by_libjpeg_ = yes; }
+  // The warnings (damaged data that decoding went past) since the last
+  // read_header().
+  [[nodiscard]] long warnings() const noexcept;
 
  private:
   struct Strip;
