@@ -13,13 +13,16 @@
       entropy-decodes only the restart intervals its crops need).
 Prints each figure, the ratios the issue sets targets for, and whether each
 is met. Also, to show where the time goes:
-  (1r) the server's region decoding alone (libjpeg-turbo, the crops the server
-       draws, no resize), one core: the most a server built on it can reach;
+  (1r) the server's region decoding alone (the crops the server draws, its
+       own Huffman decoder and libjpeg-turbo's IDCT and colour conversion,
+       no resize), one core: the most the server can reach;
   (1a) the server's whole per-image work alone (region decoding and resize),
        one core, without reading, batching or sending;
-  (1e) Huffman decoding alone of the same images, and how far down the images
-       RandomResizedCrop's boxes reach on average: a region decoder cannot skip
-       the entropy decoding of the rows above its box.
+  (1e) libjpeg-turbo's Huffman decoding alone of the same images, and how far
+       down the images RandomResizedCrop's boxes reach on average: a region
+       decoder cannot skip the entropy decoding of the rows above its box, so
+       one built on libjpeg-turbo's Huffman decoding is capped there (the
+       server's own decoder is faster).
 The machine is shared and noisy: each figure is the best of --repeat.
 
     tests/bench/augment_throughput.py --shards 'DIR/photos-{000000..000003}.tar' [--build build]
@@ -211,7 +214,7 @@ def main():
             value = best[a] / best[b]
             print(f"{ratio}: {value:.2f} (target >= {target}: {'met' if value >= target else 'NOT met'})")
     if all(k in best for k in ("(1)", "(1r)", "(1a)", "(2)")):
-        print(f"(1r) / (1): {best['(1r)'] / best['(1)']:.2f}: libjpeg-turbo's region decoding of these crops, with "
+        print(f"(1r) / (1): {best['(1r)'] / best['(1)']:.2f}: the server's region decoding of these crops, with "
               f"nothing else, caps (2); resizing takes it to (1a) = {best['(1a)'] / best['(1)']:.2f} x (1), and "
               f"(2) reaches {best['(2)'] / best['(1a)']:.0%} of (1a)")
     if all(k in best for k in ("(2)", "(2f)", "(2b)")):
@@ -220,8 +223,8 @@ def main():
     reach = crop_reach(paths)
     if reach and "(1e)" in best and "(1)" in best:
         ceiling = best["(1e)"] / reach
-        print(f"crop boxes end on average {reach:.1%} of the way down: Huffman decoding alone caps (2) at "
-              f"{ceiling:.0f} images/s = {ceiling / best['(1)']:.2f} x (1)")
+        print(f"crop boxes end on average {reach:.1%} of the way down: libjpeg-turbo's Huffman decoding alone would "
+              f"cap a server built on it at {ceiling:.0f} images/s = {ceiling / best['(1)']:.2f} x (1)")
     print(json.dumps({"images_per_s": best, "crop_reach": reach}))
 
 
