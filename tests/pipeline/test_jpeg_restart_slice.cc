@@ -142,16 +142,19 @@ void check_slices_decode_exactly(const std::vector<std::byte>& jpeg, int width, 
   CHECK((narrower > 0) == expect_columns);
 }
 
+// The chroma layouts tested: 4:2:0, 4:2:2, 4:4:4, 4:4:0 and greyscale.
+struct Layout {
+  int components, h, v;
+};
+constexpr Layout kLayouts[] = {{3, 2, 2}, {3, 2, 1}, {3, 1, 1}, {3, 1, 2}, {1, 1, 1}};
+
 }  // namespace
 
 TEST_CASE("the region decoder gives a box's pixels as a decode of the whole image does") {
   // libjpeg-turbo's cropped decoding upsamples chroma at the strip's right
   // edge as at the image's: without columns to spare, a box's last pixels
   // came out differently.
-  struct Layout {
-    int components, h, v;
-  };
-  for (Layout l : {Layout{3, 2, 2}, Layout{3, 2, 1}, Layout{3, 1, 1}, Layout{3, 1, 2}, Layout{1, 1, 1}}) {
+  for (Layout l : kLayouts) {
     CAPTURE(l.components);
     CAPTURE(l.h);
     CAPTURE(l.v);
@@ -174,10 +177,7 @@ TEST_CASE("the region decoder gives a box's pixels as a decode of the whole imag
 }
 
 TEST_CASE("a slice of a JPEG with a restart marker at every MCU decodes as the whole file does") {
-  struct Layout {
-    int components, h, v;
-  };
-  for (Layout l : {Layout{3, 2, 2}, Layout{3, 2, 1}, Layout{3, 1, 1}, Layout{3, 1, 2}, Layout{1, 1, 1}}) {
+  for (Layout l : kLayouts) {
     CAPTURE(l.components);
     CAPTURE(l.h);
     CAPTURE(l.v);
