@@ -19,7 +19,7 @@ namespace tensorcom::pipeline {
 struct JpegRegionDecoder::State {
   jpeg_decompress_struct cinfo{};
   formats::LibjpegErrors err{};
-  JpegIntervalDecoder intervals;
+  JpegIntervalDecoder interval_decoder;  // our Huffman decoding, installed per decode
 };
 
 namespace {
@@ -200,7 +200,7 @@ void JpegRegionDecoder::start_strip(Strip& s, std::span<const ByteRange> interva
   }
   bool installed = false;
   if (!start_strip_protected(state_.get(), &s.strip_x, &s.strip_width, s.y0,
-                             intervals.empty() ? nullptr : &state_->intervals, jpeg_, intervals, &installed)) {
+                             intervals.empty() ? nullptr : &state_->interval_decoder, jpeg_, intervals, &installed)) {
     throw_decode_error();
   }
   if (installed) ++interval_decodes_;
