@@ -8,6 +8,7 @@
 #include "cpu_features.h"
 #include "pillow_resample_kernels.h"
 #include "rgbx_to_rgb.h"
+#include "tensorcom/error.h"
 
 namespace tensorcom::pipeline {
 namespace {
@@ -80,6 +81,7 @@ ResampleAxis::ResampleAxis(ResampleFilter filter, const SourceSpan& span, int ou
     source_first_ = std::min(source_first_, xmin);
     source_end_ = std::max(source_end_, xmin + xmax);
   }
+  pass_ = pass;
   if (pass != AxisPass::kVertical) pack_windows();
   if (pass != AxisPass::kHorizontal) pack_tap_pairs();
 }
@@ -195,6 +197,11 @@ void PillowResampler::resize_to_rgb(const std::uint8_t* rgbx, std::size_t stride
 }
 
 void PillowResampler::begin(const ResampleAxis& x, const ResampleAxis& y, int origin_x, ResampleKernels kernels) {
+  // The vector loops read the packing of their pass: an axis without it
+  // would have them read an empty table.
+  if (!x.serves(AxisPass::kHorizontal) || !y.serves(AxisPass::kVertical)) {
+    throw ArgumentError("resampling axes packed for the other pass");
+  }
   x_ = &x;
   y_ = &y;
   origin_x_ = origin_x;

@@ -52,6 +52,7 @@ class ResampleAxis {
                AxisPass pass = AxisPass::kBoth);
 
   // The source pixels the computed outputs read: [source_first, source_end).
+  [[nodiscard]] bool serves(AxisPass pass) const noexcept { return pass_ == AxisPass::kBoth || pass_ == pass; }
   [[nodiscard]] int source_first() const noexcept { return source_first_; }
   [[nodiscard]] int source_end() const noexcept { return source_end_; }
   [[nodiscard]] int out_count() const noexcept { return static_cast<int>(first_.size()); }
@@ -103,6 +104,7 @@ class ResampleAxis {
   std::size_t pair_stride_ = 0;
   int source_first_ = 0;
   int source_end_ = 0;
+  AxisPass pass_ = AxisPass::kBoth;
 };
 
 // Which loops run the passes; all give the same bits.
@@ -140,6 +142,7 @@ class PillowResampler {
   // vertical taps do not read are passed over), then finish(). The axes
   // must outlive the steps. The horizontal pass runs on each row as it
   // comes, while it is in cache.
+  // Throws ArgumentError unless x serves a horizontal pass and y a vertical one.
   void begin(const ResampleAxis& x, const ResampleAxis& y, int origin_x, ResampleKernels kernels);
   // `count` rows from axis row `first_row`, each with axis column origin_x
   // at its start, rows `stride` bytes apart.

@@ -2,12 +2,14 @@
 // vector loops giving the portable loops' bits.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <random>
 #include <vector>
 
 #include "pillow_resample.h"
+#include "tensorcom/error.h"
 
 using namespace tensorcom::pipeline;
 
@@ -113,4 +115,43 @@ TEST_CASE("a source span is Pillow's box") {
   CHECK(half.weights(0)[3] == 0);
   CHECK(half.source_first() == 10);
   CHECK(half.source_end() == 31);
+}
+
+TEST_CASE("rows taken a few at a time give what the whole box gives") {
+  // As the decoder hands them over: chunks of any size, starting above the
+  // rows the vertical taps read and ending below them; axes packed for
+  // their own pass only.
+  std::mt19937 rng(9);
+  PillowResampler whole, streamed;
+  for (int round = 0; round < 60; ++round) {
+    const int w = std::uniform_int_distribution<int>(1, 400)(rng), h = std::uniform_int_distribution<int>(1, 400)(rng);
+    const int out = std::uniform_int_distribution<int>(1, 224)(rng);
+    const SourceSpan span_x{0, static_cast<double>(w), 0, w}, span_y{0, static_cast<double>(h), 0, h};
+    const ResampleAxis x(ResampleFilter::kBilinear, span_x, out, 0, out, AxisPass::kHorizontal);
+    const ResampleAxis y(ResampleFilter::kBilinear, span_y, out, 0, out, AxisPass::kVertical);
+    const std::size_t stride = static_cast<std::size_t>(w) * 4;
+    std::vector<std::uint8_t> image(stride * static_cast<std::size_t>(h));
+    for (auto& b : image) b = static_cast<std::uint8_t>(rng());
+    std::vector<std::uint8_t> expected(static_cast<std::size_t>(out) * out * 3), got(expected.size());
+    whole.resize_to_rgb(image.data(), stride, 0, 0, x, y, round % 2 == 0, expected.data());
+    streamed.begin(x, y, 0, PillowResampler::fastest());
+    for (int row = 0; row < h;) {
+      const int count = std::min(h - row, std::uniform_int_distribution<int>(1, 17)(rng));
+      streamed.take_rows(image.data() + static_cast<std::size_t>(row) * stride, stride, row, count);
+      row += count;
+    }
+    streamed.finish(round % 2 == 0, got.data());
+    INFO(w, "x", h, " -> ", out);
+    REQUIRE(got == expected);
+  }
+}
+
+TEST_CASE("axes packed for one pass are refused for the other") {
+  const SourceSpan span{0, 100, 0, 100};
+  const ResampleAxis horizontal(ResampleFilter::kBilinear, span, 50, 0, 50, AxisPass::kHorizontal);
+  const ResampleAxis vertical(ResampleFilter::kBilinear, span, 50, 0, 50, AxisPass::kVertical);
+  PillowResampler resampler;
+  CHECK_NOTHROW(resampler.begin(horizontal, vertical, 0, ResampleKernels::kPortable));
+  CHECK_THROWS_AS(resampler.begin(vertical, horizontal, 0, ResampleKernels::kPortable), tensorcom::ArgumentError);
+  CHECK_THROWS_AS(resampler.begin(horizontal, horizontal, 0, ResampleKernels::kPortable), tensorcom::ArgumentError);
 }
