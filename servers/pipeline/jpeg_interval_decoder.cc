@@ -235,18 +235,20 @@ int slow_symbol(j_decompress_ptr cinfo, const JpegIntervalDecoder::Table& t, Bit
   return t.huffval[(t.valoffset[l] + static_cast<std::int32_t>(code)) & 0xFF];
 }
 
-// The next symbol's (run, size) from an entry that did not complete it.
+// The next symbol's (run, size) from an entry that did not complete it,
+// and the value its extra bits give (0 for size 0).
 void finish_symbol(j_decompress_ptr cinfo, const JpegIntervalDecoder::Table& t, std::uint32_t e, bool dc, Bits& b,
-                   int* run, int* size) {
+                   int* run, int* size, int* value) {
   if (e & 31) {
     b.consume(static_cast<int>(e & 31));
     *run = static_cast<int>((e >> 8) & 15);
     *size = static_cast<int>((e >> 12) & 15);
-    return;
+  } else {
+    const int symbol = slow_symbol(cinfo, t, b);
+    *run = dc ? 0 : symbol >> 4;
+    *size = symbol & 15;
   }
-  const int symbol = slow_symbol(cinfo, t, b);
-  *run = dc ? 0 : symbol >> 4;
-  *size = symbol & 15;
+  *value = *size ? extend(b.take(*size), *size) : 0;
 }
 
 }  // namespace
@@ -265,8 +267,7 @@ void JpegIntervalDecoder::decode_blocks(j_decompress_ptr cinfo, JBLOCKROW* block
       diff = static_cast<std::int32_t>(e) >> 16;
     } else {
       int run = 0, size = 0;
-      finish_symbol(cinfo, dc, e, true, b, &run, &size);
-      if (size) diff = extend(b.take(size), size);
+      finish_symbol(cinfo, dc, e, true, b, &run, &size, &diff);
     }
     int& last = last_dc_[component_of_block_[blkn]];
     if ((last >= 0 && diff > INT_MAX - last) || (last < 0 && diff < INT_MIN - last)) {
@@ -294,8 +295,7 @@ void JpegIntervalDecoder::decode_blocks(j_decompress_ptr cinfo, JBLOCKROW* block
         run = static_cast<int>((e >> 8) & 15);
       } else {
         b.refill();
-        finish_symbol(cinfo, ac, e, false, b, &run, &size);
-        if (size) value = extend(b.take(size), size);
+        finish_symbol(cinfo, ac, e, false, b, &run, &size, &value);
       }
       if (size == 0) {
         if (run != 15) return false;  // end of block
