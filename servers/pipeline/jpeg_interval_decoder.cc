@@ -217,38 +217,47 @@ struct Bits {
   }
 };
 
-// A symbol whose code is longer than the fast table's reach, as libjpeg's
-// jpeg_huff_decode finds it: a code no table has takes 17 bits and gives 0.
-int slow_symbol(j_decompress_ptr cinfo, const JpegIntervalDecoder::Table& t, Bits& b) {
-  int l = kFastBits + 1;
-  std::uint32_t code = b.peek(l);
-  while (static_cast<std::int32_t>(code) > t.maxcode[l]) {
-    ++l;
-    code = b.peek(l);
-    if (l == 17) break;
+// A code longer than the fast table's reach, found from the next 16 bits
+// as libjpeg's jpeg_huff_decode finds it: its length and symbol; a code no
+// table has takes 17 bits and gives 0. A function of values alone: the bit
+// reader's state stays in registers around the call.
+struct LongCode {
+  int length;
+  int symbol;
+};
+
+[[gnu::noinline]] LongCode long_code(const JpegIntervalDecoder::Table& t, std::uint32_t next16) {
+  for (int l = kFastBits + 1; l <= 16; ++l) {
+    const auto code = static_cast<std::int32_t>(next16 >> (16 - l));
+    if (code <= t.maxcode[l]) return {l, t.huffval[(t.valoffset[l] + code) & 0xFF]};
   }
-  b.consume(l);
-  if (l > 16) {
-    WARNMS(cinfo, JWRN_HUFF_BAD_CODE);
-    return 0;
-  }
-  return t.huffval[(t.valoffset[l] + static_cast<std::int32_t>(code)) & 0xFF];
+  return {17, 0};
 }
 
-// The next symbol's (run, size) from an entry that did not complete it,
-// and the value its extra bits give (0 for size 0).
-void finish_symbol(j_decompress_ptr cinfo, const JpegIntervalDecoder::Table& t, std::uint32_t e, bool dc, Bits& b,
-                   int* run, int* size, int* value) {
+struct Symbol {
+  int run;
+  int size;
+  int value;  // what the extra bits give (0 for size 0)
+};
+
+// The symbol an entry did not complete, its extra bits read. The caller
+// refilled: the longest code (16 bits) and its extra bits (15) fit in 56.
+[[gnu::always_inline]] inline Symbol finish_symbol(j_decompress_ptr cinfo, const JpegIntervalDecoder::Table& t,
+                                                   std::uint32_t e, bool dc, Bits& b) {
+  Symbol s{};
   if (e & 31) {
     b.consume(static_cast<int>(e & 31));
-    *run = static_cast<int>((e >> 8) & 15);
-    *size = static_cast<int>((e >> 12) & 15);
+    s.run = static_cast<int>((e >> 8) & 15);
+    s.size = static_cast<int>((e >> 12) & 15);
   } else {
-    const int symbol = slow_symbol(cinfo, t, b);
-    *run = dc ? 0 : symbol >> 4;
-    *size = symbol & 15;
+    const LongCode code = long_code(t, b.peek(16));
+    b.consume(code.length);
+    if (code.length > 16) WARNMS(cinfo, JWRN_HUFF_BAD_CODE);
+    s.run = dc ? 0 : code.symbol >> 4;
+    s.size = code.symbol & 15;
   }
-  *value = *size ? extend(b.take(*size), *size) : 0;
+  if (s.size) s.value = extend(b.take(s.size), s.size);
+  return s;
 }
 
 }  // namespace
@@ -266,8 +275,7 @@ void JpegIntervalDecoder::decode_blocks(j_decompress_ptr cinfo, JBLOCKROW* block
       b.consume(static_cast<int>(e & 31));
       diff = static_cast<std::int32_t>(e) >> 16;
     } else {
-      int run = 0, size = 0;
-      finish_symbol(cinfo, dc, e, true, b, &run, &size, &diff);
+      diff = finish_symbol(cinfo, dc, e, true, b).value;
     }
     int& last = last_dc_[component_of_block_[blkn]];
     if ((last >= 0 && diff > INT_MAX - last) || (last < 0 && diff < INT_MIN - last)) {
@@ -289,21 +297,21 @@ void JpegIntervalDecoder::decode_blocks(j_decompress_ptr cinfo, JBLOCKROW* block
         block[kNatural[k]] = static_cast<JCOEF>(static_cast<std::int32_t>(e) >> 16);
         return ++k < DCTSIZE2;
       }
-      int run = 0, size = 0, value = 0;
+      Symbol s{};
       if (e & kComplete) {
         b.consume(static_cast<int>(e & 31));
-        run = static_cast<int>((e >> 8) & 15);
+        s.run = static_cast<int>((e >> 8) & 15);
       } else {
         b.refill();
-        finish_symbol(cinfo, ac, e, false, b, &run, &size, &value);
+        s = finish_symbol(cinfo, ac, e, false, b);
       }
-      if (size == 0) {
-        if (run != 15) return false;  // end of block
+      if (s.size == 0) {
+        if (s.run != 15) return false;  // end of block
         k += 16;
         return k < DCTSIZE2;
       }
-      k += run;
-      block[kNatural[k]] = static_cast<JCOEF>(value);
+      k += s.run;
+      block[kNatural[k]] = static_cast<JCOEF>(s.value);
       return ++k < DCTSIZE2;
     };
     static_assert(3 * kFastBits <= 56);
