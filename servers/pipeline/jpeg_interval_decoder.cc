@@ -4,6 +4,10 @@
 #include <climits>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <jerror.h>
 #include <jpegint.h>
 
@@ -18,14 +22,29 @@ constexpr int kNatural[64 + 16] = {
     6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31,
     39, 46, 53, 60, 61, 54, 47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
 
-// A fast-table entry: bits 0-4 the bits it consumes (0: no code of up to
-// kFastBits bits starts here), kComplete when they include the extra bits
-// (the value is then in bits 16-31), kZeroSize for symbols without extra
-// bits (end of block, a run of 16 zeros, a DC difference of 0), run in bits
-// 8-11, extra-bit count in bits 12-15.
+// A fast-table entry (64 bits): bits 0-5 the bits it consumes (0: no code
+// of up to kFastBits bits starts here; six bits, so that the entry itself
+// is the shift count, one step less between a lookup and the next),
+// kComplete when they include the extra bits (the value is then in bits
+// 16-31), kZeroSize for symbols without extra bits (end of block, a run of
+// 16 zeros, a DC difference of 0), run in bits 8-11, extra-bit count in
+// bits 12-15.
+//
+// An AC entry whose complete value symbol leaves room in kFastBits for a
+// second complete symbol holds both: the bits both take (bits 0-5), the
+// first's alone (kFirstLength), and where the second puts its value
+// (kSecondRun, bits 48-63) and moves the block's position (kSecondAdvance:
+// its run and one, or 64 when it is the end of the block). A lone value
+// symbol's second is a zero written where the next coefficient goes (still
+// zero then) and no advance, so both decode with the same instructions.
 constexpr int kFastBits = 10;
-constexpr std::uint32_t kComplete = 1u << 5;
-constexpr std::uint32_t kZeroSize = 1u << 6;
+constexpr std::uint64_t kLength = 63;
+constexpr std::uint64_t kComplete = 1u << 6;
+constexpr std::uint64_t kZeroSize = 1u << 7;
+constexpr int kSecondRun = 32;      // 4 bits
+constexpr int kSecondAdvance = 36;  // 7 bits
+constexpr int kFirstLength = 43;    // 5 bits
+constexpr int kSecondValue = 48;    // 16 bits
 
 // JPEG's sign extension of an s-bit value (libjpeg's HUFF_EXTEND).
 inline int extend(std::uint32_t bits, int s) {
@@ -36,7 +55,7 @@ inline int extend(std::uint32_t bits, int s) {
 }  // namespace
 
 struct JpegIntervalDecoder::Table {
-  std::uint32_t fast[1 << kFastBits] = {};
+  std::uint64_t fast[1 << kFastBits] = {};
   // For codes longer than kFastBits, canonically: the codes of length l
   // are valoffset[l] + the symbol's index ... up to maxcode[l].
   std::int32_t maxcode[18] = {};
@@ -65,7 +84,37 @@ struct JpegIntervalDecoder::Table {
       code <<= 1;
     }
     maxcode[17] = 0x7FFFFFFF;  // the sentinel: every code ends by 17 bits
+    if (!dc) pair_symbols();
     present = true;
+  }
+
+  // Makes each AC entry of a value symbol that a second complete symbol
+  // follows within kFastBits (a value, or the end of the block) hold both.
+  void pair_symbols() {
+    std::uint64_t single[1 << kFastBits];
+    std::copy(std::begin(fast), std::end(fast), std::begin(single));
+    for (std::uint64_t& e : fast) {
+      if ((e & (kComplete | kZeroSize)) != kComplete) continue;
+      const int first = static_cast<int>(e & kLength);
+      const auto index = static_cast<std::size_t>(&e - fast);
+      // The second's code and extra bits lie wholly in the index's last
+      // kFastBits - first bits when its entry is that short.
+      const std::uint64_t next = single[(index << first) & ((1u << kFastBits) - 1)];
+      const int second = static_cast<int>(next & kLength);
+      if (!(next & kComplete) || second == 0 || first + second > kFastBits) continue;
+      const int run = static_cast<int>((next >> 8) & 15);
+      std::uint64_t advance = 0;
+      if (!(next & kZeroSize)) {
+        advance = static_cast<std::uint64_t>(run) + 1;
+      } else if (run == 0) {
+        advance = DCTSIZE2;  // the end of the block
+      } else {
+        continue;  // a run of 16 zeros: left to the slow step
+      }
+      e = (e & ~kLength) | static_cast<std::uint64_t>(first + second) |
+          static_cast<std::uint64_t>(run) << kSecondRun | advance << kSecondAdvance |
+          (next & 0xFFFF0000u) << (kSecondValue - 16);
+    }
   }
 
   void fill_fast(std::int32_t code, int length, std::uint8_t symbol, bool dc) {
@@ -74,15 +123,17 @@ struct JpegIntervalDecoder::Table {
     const int spare = kFastBits - length;
     for (int fill = 0; fill < (1 << spare); ++fill) {
       const int index = (code << spare) | fill;
-      std::uint32_t e = static_cast<std::uint32_t>(run) << 8 | static_cast<std::uint32_t>(size) << 12;
+      std::uint64_t e = static_cast<std::uint64_t>(run) << 8 | static_cast<std::uint64_t>(size) << 12;
       if (size == 0) {
-        e |= kComplete | kZeroSize | static_cast<std::uint32_t>(length);
+        e |= kComplete | kZeroSize | static_cast<std::uint64_t>(length) |
+             static_cast<std::uint64_t>(length) << kFirstLength;
       } else if (length + size <= kFastBits) {
         const auto extra = static_cast<std::uint32_t>(fill >> (spare - size)) & ((1u << size) - 1);
-        e |= kComplete | static_cast<std::uint32_t>(length + size) |
-             static_cast<std::uint32_t>(static_cast<std::uint16_t>(extend(extra, size))) << 16;
+        e |= kComplete | static_cast<std::uint64_t>(length + size) |
+             static_cast<std::uint64_t>(length + size) << kFirstLength |
+             static_cast<std::uint64_t>(static_cast<std::uint16_t>(extend(extra, size))) << 16;
       } else {
-        e |= static_cast<std::uint32_t>(length);
+        e |= static_cast<std::uint64_t>(length);
       }
       fast[index] = e;
     }
@@ -153,19 +204,42 @@ bool JpegIntervalDecoder::install(jpeg_decompress_struct* cinfo, std::span<const
 // then anything but 0; fill bytes 0xFF before it belong to it). Eight zero
 // bytes follow: the reader's loads past the end read zero bits, as libjpeg
 // gives once a segment's data are used up.
+namespace {
+
+// Copies bytes up to the first 0xFF (or end) to *out; returns where it
+// stopped. 16 bytes a step: an interval holds a marker or a stuffed zero
+// every 50 to 100 bytes, too close for a memchr and memcpy call each.
+const std::uint8_t* copy_to_ff(const std::uint8_t* in, const std::uint8_t* end, std::uint8_t** out) {
+  std::uint8_t* o = *out;
+#if defined(__SSE2__)
+  const __m128i ff = _mm_set1_epi8(static_cast<char>(0xFF));
+  for (; end - in >= 16; in += 16, o += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o), v);  // o lags in: the bytes fit
+    const auto mask = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, ff)));
+    if (mask) {
+      *out = o + __builtin_ctz(mask);
+      return in + __builtin_ctz(mask);
+    }
+  }
+#endif
+  while (in < end && *in != 0xFF) *o++ = *in++;
+  *out = o;
+  return in;
+}
+
+}  // namespace
+
 void JpegIntervalDecoder::start_interval(j_decompress_ptr, std::size_t interval) {
   const ByteRange r = intervals_[interval];
   const std::uint8_t* in = data_ + r.begin;
   const std::uint8_t* end = data_ + r.end;
   unstuffed_.resize(static_cast<std::size_t>(r.end - r.begin) + 8);
   std::uint8_t* out = unstuffed_.data();
-  while (in < end) {
-    const auto* ff = static_cast<const std::uint8_t*>(std::memchr(in, 0xFF, static_cast<std::size_t>(end - in)));
-    const std::uint8_t* stop = ff ? ff : end;
-    std::memcpy(out, in, static_cast<std::size_t>(stop - in));
-    out += stop - in;
-    if (!ff) break;
-    in = ff + 1;
+  for (;;) {
+    in = copy_to_ff(in, end, &out);
+    if (in == end) break;
+    ++in;
     while (in < end && *in == 0xFF) ++in;
     if (in == end || *in != 0x00) break;  // a marker, or the interval's end
     *out++ = 0xFF;
@@ -243,10 +317,10 @@ struct Symbol {
 // The symbol an entry did not complete, its extra bits read. The caller
 // refilled: the longest code (16 bits) and its extra bits (15) fit in 56.
 [[gnu::always_inline]] inline Symbol finish_symbol(j_decompress_ptr cinfo, const JpegIntervalDecoder::Table& t,
-                                                   std::uint32_t e, bool dc, Bits& b) {
+                                                   std::uint64_t e, bool dc, Bits& b) {
   Symbol s{};
-  if (e & 31) {
-    b.consume(static_cast<int>(e & 31));
+  if (e & kLength) {
+    b.consume(static_cast<int>(e & kLength));
     s.run = static_cast<int>((e >> 8) & 15);
     s.size = static_cast<int>((e >> 12) & 15);
   } else {
@@ -269,11 +343,11 @@ void JpegIntervalDecoder::decode_blocks(j_decompress_ptr cinfo, JBLOCKROW* block
     // DC: the difference from the component's last DC.
     const Table& dc = *dc_[blkn];
     b.refill();
-    std::uint32_t e = dc.fast[b.peek(kFastBits)];
+    const std::uint64_t e = dc.fast[b.peek(kFastBits)];
     int diff = 0;
     if (e & kComplete) {
-      b.consume(static_cast<int>(e & 31));
-      diff = static_cast<std::int32_t>(e) >> 16;
+      b.consume(static_cast<int>(e & kLength));
+      diff = static_cast<std::int16_t>(e >> 16);
     } else {
       diff = finish_symbol(cinfo, dc, e, true, b).value;
     }
@@ -288,19 +362,26 @@ void JpegIntervalDecoder::decode_blocks(j_decompress_ptr cinfo, JBLOCKROW* block
     // (kFastBits each); any other refills first itself.
     const Table& ac = *ac_[blkn];
     int k = 1;
-    // One symbol; false once the block is done.
+    // One entry (one symbol or two); false once the block is done.
     auto step = [&]() {
-      const std::uint32_t e = ac.fast[b.peek(kFastBits)];
-      if ((e & (kComplete | kZeroSize)) == kComplete) {  // the common case: a value, in the entry
-        b.consume(static_cast<int>(e & 31));
-        k += static_cast<int>((e >> 8) & 15);
-        block[kNatural[k]] = static_cast<JCOEF>(static_cast<std::int32_t>(e) >> 16);
-        return ++k < DCTSIZE2;
+      const std::uint64_t e = ac.fast[b.peek(kFastBits)];
+      const int first = k + static_cast<int>((e >> 8) & 15);
+      // The common case: value symbols, in the entry, the first not at the
+      // block's last coefficient (whose end would leave a second symbol to
+      // the next block).
+      if ((e & (kComplete | kZeroSize)) == kComplete && first < DCTSIZE2 - 1) {
+        b.consume(static_cast<int>(e & kLength));
+        block[kNatural[first]] = static_cast<JCOEF>(e >> 16);
+        block[kNatural[first + 1 + static_cast<int>((e >> kSecondRun) & 15)]] = static_cast<JCOEF>(e >> kSecondValue);
+        k = first + 1 + static_cast<int>((e >> kSecondAdvance) & 127);
+        return k < DCTSIZE2;
       }
       Symbol s{};
-      if (e & kComplete) {
-        b.consume(static_cast<int>(e & 31));
+      if (e & kComplete) {  // the first symbol alone
+        b.consume(static_cast<int>((e >> kFirstLength) & 31));
         s.run = static_cast<int>((e >> 8) & 15);
+        s.size = static_cast<int>((e >> 12) & 15);
+        s.value = static_cast<std::int16_t>(e >> 16);
       } else {
         b.refill();
         s = finish_symbol(cinfo, ac, e, false, b);

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "find_ff.h"
+
 namespace tensorcom::pipeline {
 
 namespace {
@@ -124,9 +126,9 @@ bool find_intervals(const std::uint8_t* data, std::size_t size, std::size_t scan
   begins.assign(1, scan_start);
   ends.clear();
   for (std::size_t p = scan_start; p + 1 < size && ends.size() < needed;) {
-    const void* ff = std::memchr(data + p, 0xFF, size - 1 - p);
-    if (!ff) break;
-    p = static_cast<std::size_t>(static_cast<const std::uint8_t*>(ff) - data);
+    const std::uint8_t* ff = find_ff(data + p, data + size - 1);
+    if (ff == data + size - 1) break;
+    p = static_cast<std::size_t>(ff - data);
     const std::uint8_t next = data[p + 1];
     if (next == 0x00 || next == 0xFF) {  // a stuffed 0xFF, or fill before a marker
       p += 1;
