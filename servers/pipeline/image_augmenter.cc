@@ -271,10 +271,10 @@ void ImageAugmenter::augment_jpeg_as_pillow(std::span<const std::byte> encoded, 
   // Decoded rows go through the horizontal pass as they come. The decoder
   // starts its box at scaled column x0 * num / 8 (the slice's origin, a
   // multiple of 8, divides out whole).
-  pillow_.begin(axes.x, axes.y, x0 * num / 8 - axes.origin_x, PillowResampler::fastest());
+  pillow_.begin(axes.x, axes.y, x0 * num / 8 - axes.origin_x, flip, PillowResampler::fastest());
   ResamplerRows rows(pillow_, -axes.origin_y);
   (void)decode_jpeg_box(encoded, CropBox{x0, y0, x1 - x0, y1 - y0}, num, &rows);
-  pillow_.finish(flip, out);
+  pillow_.finish(out);
 }
 
 void ImageAugmenter::augment_jpeg(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out) {

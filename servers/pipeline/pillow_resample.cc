@@ -189,14 +189,15 @@ ResampleKernels PillowResampler::fastest() noexcept {
 void PillowResampler::resize_to_rgb(const std::uint8_t* rgbx, std::size_t stride, int origin_x, int origin_y,
                                     const ResampleAxis& x, const ResampleAxis& y, bool flip, std::uint8_t* out,
                                     ResampleKernels kernels) {
-  begin(x, y, origin_x, kernels);
+  begin(x, y, origin_x, flip, kernels);
   const int first = y.source_first();
   take_rows(rgbx + static_cast<std::ptrdiff_t>(first - origin_y) * static_cast<std::ptrdiff_t>(stride), stride, first,
             y.source_end() - first);
-  finish(flip, out);
+  finish(out);
 }
 
-void PillowResampler::begin(const ResampleAxis& x, const ResampleAxis& y, int origin_x, ResampleKernels kernels) {
+void PillowResampler::begin(const ResampleAxis& x, const ResampleAxis& y, int origin_x, bool flip,
+                            ResampleKernels kernels) {
   // The vector loops read the packing of their pass: an axis without it
   // would have them read an empty table.
   if (!x.serves(AxisPass::kHorizontal) || !y.serves(AxisPass::kVertical)) {
@@ -206,10 +207,14 @@ void PillowResampler::begin(const ResampleAxis& x, const ResampleAxis& y, int or
   y_ = &y;
   origin_x_ = origin_x;
   kernels_ = kernels;
-  row_bytes_ = static_cast<std::size_t>(x.out_count()) * 4;
+  flip_ = flip;
+  // The RGB vertical pass takes 32 bytes a step, the last step overlapping.
+  rgb_rows_ = kernels == ResampleKernels::kAvx2 && x.has_windows() && x.out_count() * 3 >= 32;
+  // RGB rows have 16 bytes of slack: the horizontal pass' stores run over.
+  row_bytes_ = static_cast<std::size_t>(x.out_count()) * (rgb_rows_ ? 3 : 4) + (rgb_rows_ ? 16 : 0);
   // 32 bytes of slack: the vector loops load whole 16- or 32-byte groups.
   horizontal_.resize(row_bytes_ * static_cast<std::size_t>(y.source_end() - y.source_first()) + 32);
-  line_.resize(row_bytes_ + 32);
+  line_.resize(static_cast<std::size_t>(x.out_count()) * 4 + 32);
 }
 
 // The horizontal pass of one source row (row_b null) or two, into 8 bits.
@@ -219,7 +224,11 @@ void PillowResampler::horizontal(const std::uint8_t* row_a, const std::uint8_t* 
   switch (kernels_) {
 #ifdef TENSORCOM_HAVE_SSSE3_PATH
     case ResampleKernels::kAvx2:
-      if (row_b) {
+      if (rgb_rows_) {
+        // A lone row goes with itself, its copy into the scratch row.
+        kernels::horizontal_avx2_rows_rgb(x, row_a, row_b ? row_b : row_a, origin_x_, flip_, dst_a,
+                                          row_b ? dst_b : line_.data());
+      } else if (row_b) {
         kernels::horizontal_avx2_rows(x, row_a, row_b, origin_x_, dst_a, dst_b);
       } else {
         kernels::horizontal_avx2(x, row_a, origin_x_, dst_a);
@@ -250,9 +259,19 @@ void PillowResampler::take_rows(const std::uint8_t* rgbx, std::size_t stride, in
   if (r < end) horizontal(source_row(r), nullptr, pass_row(r - top), nullptr);
 }
 
-void PillowResampler::finish(bool flip, std::uint8_t* out) {
+void PillowResampler::finish(std::uint8_t* out) {
   const ResampleAxis& y = *y_;
   const int out_w = x_->out_count();
+#ifdef TENSORCOM_HAVE_SSSE3_PATH
+  if (rgb_rows_) {
+    const std::size_t out_bytes = static_cast<std::size_t>(out_w) * 3;
+    for (int j = 0; j < y.out_count(); ++j) {
+      kernels::vertical_avx2_bytes(pass_row(y.first(j) - y.source_first()), row_bytes_, y, j, out_bytes,
+                                   out + static_cast<std::size_t>(j) * out_bytes);
+    }
+    return;
+  }
+#endif
   // Vertical pass, a row of RGBX at a time, then into the output's RGB row.
   for (int j = 0; j < y.out_count(); ++j) {
     const std::uint8_t* top = pass_row(y.first(j) - y.source_first());
@@ -276,9 +295,9 @@ void PillowResampler::finish(bool flip, std::uint8_t* out) {
     }
     std::uint8_t* out_row = out + static_cast<std::size_t>(j) * out_w * 3;
     if (kernels_ == ResampleKernels::kPortable) {
-      rgbx_to_rgb_portable(line_.data(), out_w, 1, flip, out_row);
+      rgbx_to_rgb_portable(line_.data(), out_w, 1, flip_, out_row);
     } else {
-      rgbx_to_rgb(line_.data(), out_w, 1, flip, out_row);
+      rgbx_to_rgb(line_.data(), out_w, 1, flip_, out_row);
     }
   }
 }

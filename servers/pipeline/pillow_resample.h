@@ -142,13 +142,14 @@ class PillowResampler {
   // vertical taps do not read are passed over), then finish(). The axes
   // must outlive the steps. The horizontal pass runs on each row as it
   // comes, while it is in cache.
+  // The output's rows are mirrored if flip.
   // Throws ArgumentError unless x serves a horizontal pass and y a vertical one.
-  void begin(const ResampleAxis& x, const ResampleAxis& y, int origin_x, ResampleKernels kernels);
+  void begin(const ResampleAxis& x, const ResampleAxis& y, int origin_x, bool flip, ResampleKernels kernels);
   // `count` rows from axis row `first_row`, each with axis column origin_x
   // at its start, rows `stride` bytes apart.
   void take_rows(const std::uint8_t* rgbx, std::size_t stride, int first_row, int count) noexcept;
   // REQUIRES: every row in [y.source_first, y.source_end) was taken.
-  void finish(bool flip, std::uint8_t* out);
+  void finish(std::uint8_t* out);
 
  private:
   void horizontal(const std::uint8_t* row_a, const std::uint8_t* row_b, std::uint8_t* dst_a, std::uint8_t* dst_b);
@@ -158,9 +159,15 @@ class PillowResampler {
   const ResampleAxis* y_ = nullptr;
   int origin_x_ = 0;
   ResampleKernels kernels_ = ResampleKernels::kPortable;
+  bool flip_ = false;
+  // With AVX2, the horizontal pass drops the padding and mirrors: the
+  // vertical pass then has a quarter less to do and writes the output's RGB
+  // rows itself. Otherwise both passes work on RGBX, and a last step makes
+  // each output row.
+  bool rgb_rows_ = false;
   std::size_t row_bytes_ = 0;             // of a horizontal-pass row
-  std::vector<std::uint8_t> horizontal_;  // the horizontal pass: RGBX, x.out_count() wide
-  std::vector<std::uint8_t> line_;        // one output row, RGBX, before the padding goes
+  std::vector<std::uint8_t> horizontal_;  // the horizontal pass: x.out_count() wide
+  std::vector<std::uint8_t> line_;        // one output row, RGBX, before the padding goes; a scratch row for RGB
 };
 
 }  // namespace tensorcom::pipeline

@@ -25,6 +25,11 @@ void horizontal_avx2(const ResampleAxis& x, const std::uint8_t* row, int origin,
 void horizontal_avx2_rows(const ResampleAxis& x, const std::uint8_t* row_a, const std::uint8_t* row_b, int origin,
                           std::uint8_t* dst_a, std::uint8_t* dst_b);
 
+// The same, writing RGB (the padding dropped), mirrored if flip: rows of
+// 3 * x.out_count() bytes and 16 of slack.
+void horizontal_avx2_rows_rgb(const ResampleAxis& x, const std::uint8_t* row_a, const std::uint8_t* row_b, int origin,
+                              bool flip, std::uint8_t* dst_a, std::uint8_t* dst_b);
+
 // Output row j of the vertical pass: `pixels` RGBX outputs into dst, from
 // the horizontal pass' rows row_bytes apart, the first of y's taps at top.
 // dst has 32 bytes of slack.
@@ -32,5 +37,9 @@ void vertical_sse41(const std::uint8_t* top, std::size_t row_bytes, const Resamp
                     std::uint8_t* dst);
 void vertical_avx2(const std::uint8_t* top, std::size_t row_bytes, const ResampleAxis& y, int j, int pixels,
                    std::uint8_t* dst);
+// The same on `bytes` bytes of any layout (each channel of each pixel is a
+// sum of its own), into dst without slack. REQUIRES: bytes >= 32.
+void vertical_avx2_bytes(const std::uint8_t* top, std::size_t row_bytes, const ResampleAxis& y, int j,
+                         std::size_t bytes, std::uint8_t* dst);
 
 }  // namespace tensorcom::pipeline::kernels

@@ -11,6 +11,7 @@
 
 #ifdef TENSORCOM_HAVE_SSSE3_PATH
 
+#include <algorithm>
 #include <cstring>
 
 namespace tensorcom::pipeline::kernels {
@@ -180,31 +181,104 @@ __attribute__((target("avx2"))) inline __m256i horizontal_sum_rows(const Resampl
 
 namespace {
 
-// The pass over both rows, for windows of kGroups groups (0: any).
-template <int kGroups>
-__attribute__((target("avx2"))) void horizontal_rows(const ResampleAxis& x, const std::uint8_t* row_a,
-                                                     const std::uint8_t* row_b, int origin, std::uint8_t* dst_a,
-                                                     std::uint8_t* dst_b) {
-  const int groups = x.window() / ResampleAxis::kGroupPixels;
-  int i = 0;
-  // Four outputs of both rows: the packs keep lanes apart, so lane 0 ends
-  // as row a's four pixels and lane 1 as row b's.
-  for (; i + 4 <= x.out_count(); i += 4) {
-    const __m256i v01 = _mm256_packs_epi32(horizontal_sum_rows<kGroups>(x, i, groups, row_a, row_b, origin),
-                                           horizontal_sum_rows<kGroups>(x, i + 1, groups, row_a, row_b, origin));
-    const __m256i v23 = _mm256_packs_epi32(horizontal_sum_rows<kGroups>(x, i + 2, groups, row_a, row_b, origin),
-                                           horizontal_sum_rows<kGroups>(x, i + 3, groups, row_a, row_b, origin));
-    const __m256i bytes = _mm256_packus_epi16(v01, v23);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst_a + 4 * static_cast<std::size_t>(i)), _mm256_castsi256_si128(bytes));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst_b + 4 * static_cast<std::size_t>(i)),
+// Where the two-row horizontal pass puts its outputs: `four` takes outputs
+// i..i+3 of both rows as bytes (lane 0 row a's RGBX, lane 1 row b's), `one`
+// output i of each as an RGBX word.
+struct RgbxRows {
+  std::uint8_t* a;
+  std::uint8_t* b;
+
+  [[nodiscard]] static bool right_to_left() { return false; }
+  __attribute__((target("avx2"))) void four(int i, __m256i bytes) const {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(a + 4 * static_cast<std::size_t>(i)), _mm256_castsi256_si128(bytes));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(b + 4 * static_cast<std::size_t>(i)),
                      _mm256_extracti128_si256(bytes, 1));
   }
-  for (; i < x.out_count(); ++i) {
-    const __m256i v = horizontal_sum_rows<kGroups>(x, i, groups, row_a, row_b, origin);
-    const __m256i packed = _mm256_packus_epi16(_mm256_packs_epi32(v, v), v);
-    const std::int32_t a = _mm256_extract_epi32(packed, 0), b = _mm256_extract_epi32(packed, 4);
-    std::memcpy(dst_a + 4 * static_cast<std::size_t>(i), &a, 4);
-    std::memcpy(dst_b + 4 * static_cast<std::size_t>(i), &b, 4);
+  void one(int i, std::int32_t pa, std::int32_t pb) const {
+    std::memcpy(a + 4 * static_cast<std::size_t>(i), &pa, 4);
+    std::memcpy(b + 4 * static_cast<std::size_t>(i), &pb, 4);
+  }
+};
+
+// RGB without the padding byte, mirrored if asked (output i of n goes to
+// n - 1 - i). Each store writes four bytes past its pixels, which the next
+// store covers: outputs go left to right in memory (right to left in i when
+// mirrored), and rows have 16 bytes of slack for the last.
+struct RgbRows {
+  std::uint8_t* a;
+  std::uint8_t* b;
+  int last;  // out_count - 1 when mirrored, else -1
+  __m256i order;
+
+  __attribute__((target("avx2"))) RgbRows(std::uint8_t* a, std::uint8_t* b, int out_count, bool flip)
+      : a(a), b(b), last(flip ? out_count - 1 : -1) {
+    constexpr char z = -128;
+    order = flip ? _mm256_setr_epi8(12, 13, 14, 8, 9, 10, 4, 5, 6, 0, 1, 2, z, z, z, z,  //
+                                    12, 13, 14, 8, 9, 10, 4, 5, 6, 0, 1, 2, z, z, z, z)
+                 : _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, z, z, z, z,  //
+                                    0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, z, z, z, z);
+  }
+  [[nodiscard]] bool right_to_left() const { return last >= 0; }
+  [[nodiscard]] std::size_t at(int i, int count) const {
+    return 3 * static_cast<std::size_t>(last >= 0 ? last - (i + count - 1) : i);
+  }
+  __attribute__((target("avx2"))) void four(int i, __m256i bytes) const {
+    const __m256i rgb = _mm256_shuffle_epi8(bytes, order);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(a + at(i, 4)), _mm256_castsi256_si128(rgb));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(b + at(i, 4)), _mm256_extracti128_si256(rgb, 1));
+  }
+  void one(int i, std::int32_t pa, std::int32_t pb) const {
+    std::memcpy(a + at(i, 1), &pa, 4);
+    std::memcpy(b + at(i, 1), &pb, 4);
+  }
+};
+
+// Outputs i..i+3 of both rows: the packs keep lanes apart, so lane 0 ends
+// as row a's four pixels and lane 1 as row b's.
+template <int kGroups, class Rows>
+__attribute__((target("avx2"))) inline void horizontal_four(const ResampleAxis& x, int i, int groups,
+                                                            const std::uint8_t* row_a, const std::uint8_t* row_b,
+                                                            int origin, const Rows& out) {
+  const __m256i v01 = _mm256_packs_epi32(horizontal_sum_rows<kGroups>(x, i, groups, row_a, row_b, origin),
+                                         horizontal_sum_rows<kGroups>(x, i + 1, groups, row_a, row_b, origin));
+  const __m256i v23 = _mm256_packs_epi32(horizontal_sum_rows<kGroups>(x, i + 2, groups, row_a, row_b, origin),
+                                         horizontal_sum_rows<kGroups>(x, i + 3, groups, row_a, row_b, origin));
+  out.four(i, _mm256_packus_epi16(v01, v23));
+}
+
+template <int kGroups, class Rows>
+__attribute__((target("avx2"))) inline void horizontal_one(const ResampleAxis& x, int i, int groups,
+                                                           const std::uint8_t* row_a, const std::uint8_t* row_b,
+                                                           int origin, const Rows& out) {
+  const __m256i v = horizontal_sum_rows<kGroups>(x, i, groups, row_a, row_b, origin);
+  const __m256i packed = _mm256_packus_epi16(_mm256_packs_epi32(v, v), v);
+  out.one(i, _mm256_extract_epi32(packed, 0), _mm256_extract_epi32(packed, 4));
+}
+
+// The pass over both rows, for windows of kGroups groups (0: any).
+template <int kGroups, class Rows>
+__attribute__((target("avx2"))) void horizontal_rows(const ResampleAxis& x, const std::uint8_t* row_a,
+                                                     const std::uint8_t* row_b, int origin, const Rows& out) {
+  const int groups = x.window() / ResampleAxis::kGroupPixels;
+  const int whole = x.out_count() / 4 * 4;
+  if (!out.right_to_left()) {
+    for (int i = 0; i < whole; i += 4) horizontal_four<kGroups>(x, i, groups, row_a, row_b, origin, out);
+    for (int i = whole; i < x.out_count(); ++i) horizontal_one<kGroups>(x, i, groups, row_a, row_b, origin, out);
+  } else {
+    for (int i = x.out_count() - 1; i >= whole; --i) horizontal_one<kGroups>(x, i, groups, row_a, row_b, origin, out);
+    for (int i = whole - 4; i >= 0; i -= 4) horizontal_four<kGroups>(x, i, groups, row_a, row_b, origin, out);
+  }
+}
+
+// Windows of one or two groups (up to eight taps) are nearly all of a
+// RandomResizedCrop's: their loops unrolled, with no count to test.
+template <class Rows>
+__attribute__((target("avx2"))) void horizontal_rows_any(const ResampleAxis& x, const std::uint8_t* row_a,
+                                                         const std::uint8_t* row_b, int origin, const Rows& out) {
+  switch (x.window() / ResampleAxis::kGroupPixels) {
+    case 1: return horizontal_rows<1>(x, row_a, row_b, origin, out);
+    case 2: return horizontal_rows<2>(x, row_a, row_b, origin, out);
+    default: return horizontal_rows<0>(x, row_a, row_b, origin, out);
   }
 }
 
@@ -218,48 +292,72 @@ __attribute__((target("avx2"))) void horizontal_avx2_rows(const ResampleAxis& x,
     horizontal_sse41(x, row_b, origin, dst_b);
     return;
   }
-  // Windows of one or two groups (up to eight taps) are nearly all of a
-  // RandomResizedCrop's: their loops unrolled, with no count to test.
-  switch (x.window() / ResampleAxis::kGroupPixels) {
-    case 1: return horizontal_rows<1>(x, row_a, row_b, origin, dst_a, dst_b);
-    case 2: return horizontal_rows<2>(x, row_a, row_b, origin, dst_a, dst_b);
-    default: return horizontal_rows<0>(x, row_a, row_b, origin, dst_a, dst_b);
-  }
+  horizontal_rows_any(x, row_a, row_b, origin, RgbxRows{dst_a, dst_b});
 }
+
+__attribute__((target("avx2"))) void horizontal_avx2_rows_rgb(const ResampleAxis& x, const std::uint8_t* row_a,
+                                                               const std::uint8_t* row_b, int origin, bool flip,
+                                                               std::uint8_t* dst_a, std::uint8_t* dst_b) {
+  horizontal_rows_any(x, row_a, row_b, origin, RgbRows(dst_a, dst_b, x.out_count(), flip));
+}
+
+namespace {
+
+// 32 bytes of output row j of the vertical pass, from the bytes at px of
+// the first row its taps read: two source rows a step, interleaving their
+// bytes makes the 16-bit pairs (row t, row t+1) of each byte.
+__attribute__((target("avx2"), always_inline)) inline __m256i vertical_block(const std::uint8_t* px, std::size_t row_bytes,
+                                                             const std::int32_t* pairs, int taps) {
+  const __m256i zero = _mm256_setzero_si256();
+  __m256i hi[4] = {zero, zero, zero, zero}, lo[4] = {zero, zero, zero, zero};
+  for (int t = 0; t < taps; t += 2, px += 2 * row_bytes) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(px));
+    const __m256i b = t + 1 < taps ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(px + row_bytes)) : zero;
+    const __m256i whi = _mm256_set1_epi32(pairs[t]), wlo = _mm256_set1_epi32(pairs[t + 1]);
+    const __m256i ab_lo = _mm256_unpacklo_epi8(a, b), ab_hi = _mm256_unpackhi_epi8(a, b);
+    // Per 128-bit lane: bytes 0-3, 4-7, 8-11, 12-15 of the lane's sixteen.
+    const __m256i p[4] = {_mm256_unpacklo_epi8(ab_lo, zero), _mm256_unpackhi_epi8(ab_lo, zero),
+                          _mm256_unpacklo_epi8(ab_hi, zero), _mm256_unpackhi_epi8(ab_hi, zero)};
+    for (int k = 0; k < 4; ++k) {
+      hi[k] = _mm256_add_epi32(hi[k], _mm256_madd_epi16(p[k], whi));
+      lo[k] = _mm256_add_epi32(lo[k], _mm256_madd_epi16(p[k], wlo));
+    }
+  }
+  // Packs work within lanes, so lane 0 ends as bytes 0..15, lane 1 as 16..31.
+  const __m256i p01 = _mm256_packs_epi32(join_sums(hi[0], lo[0]), join_sums(hi[1], lo[1]));
+  const __m256i p23 = _mm256_packs_epi32(join_sums(hi[2], lo[2]), join_sums(hi[3], lo[3]));
+  return _mm256_packus_epi16(p01, p23);
+}
+
+}  // namespace
 
 __attribute__((target("avx2"))) void vertical_avx2(const std::uint8_t* top, std::size_t row_bytes,
                                                     const ResampleAxis& y, int j, int pixels, std::uint8_t* dst) {
   const std::int32_t* pairs = y.tap_pairs(j);
   const int taps = y.taps(j);
-  const __m256i zero = _mm256_setzero_si256();
   int i = 0;
-  // Eight output pixels at a time, two source rows a step: interleaving the
-  // rows' bytes makes the 16-bit pairs (row t, row t+1) of each channel.
   for (; i + 8 <= pixels; i += 8) {
-    __m256i hi[4] = {zero, zero, zero, zero}, lo[4] = {zero, zero, zero, zero};
-    const std::uint8_t* px = top + 4 * static_cast<std::size_t>(i);
-    for (int t = 0; t < taps; t += 2, px += 2 * row_bytes) {
-      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(px));
-      const __m256i b = t + 1 < taps ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(px + row_bytes)) : zero;
-      const __m256i whi = _mm256_set1_epi32(pairs[t]), wlo = _mm256_set1_epi32(pairs[t + 1]);
-      const __m256i ab_lo = _mm256_unpacklo_epi8(a, b), ab_hi = _mm256_unpackhi_epi8(a, b);
-      // Per 128-bit lane: pixels 0, 1, 2, 3 of the lane's four.
-      const __m256i p[4] = {_mm256_unpacklo_epi8(ab_lo, zero), _mm256_unpackhi_epi8(ab_lo, zero),
-                            _mm256_unpacklo_epi8(ab_hi, zero), _mm256_unpackhi_epi8(ab_hi, zero)};
-      for (int k = 0; k < 4; ++k) {
-        hi[k] = _mm256_add_epi32(hi[k], _mm256_madd_epi16(p[k], whi));
-        lo[k] = _mm256_add_epi32(lo[k], _mm256_madd_epi16(p[k], wlo));
-      }
-    }
-    // Packs work within lanes, so lane 0 ends as pixels 0..3, lane 1 as 4..7.
-    const __m256i p01 = _mm256_packs_epi32(join_sums(hi[0], lo[0]), join_sums(hi[1], lo[1]));
-    const __m256i p23 = _mm256_packs_epi32(join_sums(hi[2], lo[2]), join_sums(hi[3], lo[3]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 4 * static_cast<std::size_t>(i)), _mm256_packus_epi16(p01, p23));
+    const std::size_t at = 4 * static_cast<std::size_t>(i);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + at), vertical_block(top + at, row_bytes, pairs, taps));
   }
   if (i < pixels) {
     // The last few: the 32-bit loops on what is left of the row.
     vertical_sse41(top + 4 * static_cast<std::size_t>(i), row_bytes, y, j, pixels - i,
                    dst + 4 * static_cast<std::size_t>(i));
+  }
+}
+
+__attribute__((target("avx2"))) void vertical_avx2_bytes(const std::uint8_t* top, std::size_t row_bytes,
+                                                          const ResampleAxis& y, int j, std::size_t bytes,
+                                                          std::uint8_t* dst) {
+  const std::int32_t* pairs = y.tap_pairs(j);
+  const int taps = y.taps(j);
+  for (std::size_t at = 0;; at += 32) {
+    // The last step ends at the row's end, over bytes done already: each
+    // byte is a sum of its own, so they come out the same.
+    at = std::min(at, bytes - 32);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + at), vertical_block(top + at, row_bytes, pairs, taps));
+    if (at + 32 == bytes) return;
   }
 }
 
