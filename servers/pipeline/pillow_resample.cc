@@ -109,23 +109,19 @@ void ResampleAxis::pack_windows() {
   const std::size_t outputs = first_.size();
   window_first_.resize(outputs);
   window_weights_.assign(outputs * static_cast<std::size_t>(window_) * kGroupInts / kGroupPixels, 0);
+  std::vector<std::int32_t> pixel_weights(static_cast<std::size_t>(window_));  // one output's, by window pixel
   for (std::size_t i = 0; i < outputs; ++i) {
     // Shifted left where the window would run past the source's end.
     const int start = std::max(std::min(first_[i], source_end_ - window_), source_first_);
     window_first_[i] = start;
-    const std::int32_t* w = weights(static_cast<int>(i));
-    auto weight = [&](int p) {  // pixel p of the window
-      const int t = p + start - first_[i];
-      return t >= 0 && t < taps_[i] ? w[t] : 0;
-    };
+    std::fill(pixel_weights.begin(), pixel_weights.end(), 0);
+    std::copy_n(weights(static_cast<int>(i)), taps_[i], pixel_weights.begin() + (first_[i] - start));
     std::int32_t* out = window_weights_.data() + i * static_cast<std::size_t>(window_) * kGroupInts / kGroupPixels;
     for (int p = 0; p < window_; p += kGroupPixels, out += kGroupInts) {
-      for (int k = 0; k < 4; ++k) {
-        out[k] = pair16(high_part(weight(p)), high_part(weight(p + 1)));
-        out[4 + k] = pair16(high_part(weight(p + 2)), high_part(weight(p + 3)));
-        out[8 + k] = pair16(low_part(weight(p)), low_part(weight(p + 1)));
-        out[12 + k] = pair16(low_part(weight(p + 2)), low_part(weight(p + 3)));
-      }
+      const std::int32_t* w = pixel_weights.data() + p;
+      const std::int32_t packed[4] = {pair16(high_part(w[0]), high_part(w[1])), pair16(high_part(w[2]), high_part(w[3])),
+                                      pair16(low_part(w[0]), low_part(w[1])), pair16(low_part(w[2]), low_part(w[3]))};
+      for (int q = 0; q < 4; ++q) std::fill_n(out + 4 * q, 4, packed[q]);
     }
   }
 }
