@@ -148,7 +148,7 @@ JpegRegion ImageAugmenter::decode_jpeg_box(std::span<const std::byte> encoded, c
   const auto start = std::chrono::steady_clock::now();
   PixelBox origin;  // of the decoded JPEG in the source: a slice of it, when it has restart markers to cut at
   const auto slice = slice_restart_intervals(encoded, {box.x, box.y, box.width, box.height}, decoder_context(num),
-                                             slice_, &slice_intervals_);
+                                             slice_, &slice_intervals_, &slice_unstuffed_);
   if (slice) {
     (void)jpeg_->read_header(slice_);
     origin = *slice;
@@ -157,12 +157,13 @@ JpegRegion ImageAugmenter::decode_jpeg_box(std::span<const std::byte> encoded, c
   const int shift_x = origin.x * num / 8, shift_y = origin.y * num / 8;
   const int x = box.x - origin.x, y = box.y - origin.y;
   const std::span<const ByteRange> intervals = slice ? std::span<const ByteRange>(slice_intervals_) : std::span<const ByteRange>();
+  const std::span<const std::byte> unstuffed = slice ? std::span<const std::byte>(slice_unstuffed_) : std::span<const std::byte>();
   JpegRegion region;
   if (rows) {
     rows->shift_by(shift_y);
-    region = jpeg_->decode_rows(x, y, box.width, box.height, num, region_, *rows, intervals);
+    region = jpeg_->decode_rows(x, y, box.width, box.height, num, region_, *rows, intervals, unstuffed);
   } else {
-    region = jpeg_->decode(x, y, box.width, box.height, num, region_, intervals);
+    region = jpeg_->decode(x, y, box.width, box.height, num, region_, intervals, unstuffed);
   }
   ++jpeg_counts_.total;
   if (slice) ++jpeg_counts_.sliced;

@@ -146,8 +146,9 @@ class ImageAugmenter {
   std::vector<std::uint8_t> region_;         // the decoded crop box, reused between samples
   RgbxResizer resizer_;                      // the box to the batch: resized, mirrored, RGB
   PillowResampler pillow_;                   // the same as torchvision on PIL
-  std::vector<std::byte> slice_;             // the rows of a JPEG with restart markers that the box needs
-  std::vector<ByteRange> slice_intervals_;   // where the slice's restart intervals lie in it
+  std::vector<std::byte> slice_;             // the headers of a JPEG with restart markers cut to the box's rows
+  std::vector<ByteRange> slice_intervals_;   // where the slice's restart intervals lie in slice_unstuffed_
+  std::vector<std::byte> slice_unstuffed_;   // their bytes, unstuffed (the slice holds its headers only)
   JpegCounts jpeg_counts_;
   std::chrono::steady_clock::duration decode_time_{};
   SampleGeometry geometry_;

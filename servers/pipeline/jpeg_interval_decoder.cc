@@ -4,12 +4,10 @@
 #include <climits>
 #include <cstring>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include <jerror.h>
 #include <jpegint.h>
+
+#include "entropy_bytes.h"
 
 namespace tensorcom::pipeline {
 
@@ -154,7 +152,7 @@ void no_new_pass(j_decompress_ptr) {}  // a single scan: libjpeg starts no other
 }  // namespace
 
 bool JpegIntervalDecoder::install(jpeg_decompress_struct* cinfo, std::span<const std::byte> jpeg,
-                                  std::span<const ByteRange> intervals) {
+                                  std::span<const ByteRange> intervals, bool unstuffed) {
   if (cinfo->progressive_mode || cinfo->arith_code || cinfo->comps_in_scan != cinfo->num_components || cinfo->comps_in_scan > 4 || cinfo->blocks_in_MCU > 10 ||
       cinfo->blocks_in_MCU < 1 || cinfo->Ss != 0 || cinfo->Se != DCTSIZE2 - 1 || cinfo->Ah != 0 || cinfo->Al != 0) {
     return false;
@@ -162,8 +160,9 @@ bool JpegIntervalDecoder::install(jpeg_decompress_struct* cinfo, std::span<const
   const std::size_t mcus = static_cast<std::size_t>(cinfo->MCUs_per_row) * cinfo->MCU_rows_in_scan;
   const std::size_t per = cinfo->restart_interval ? cinfo->restart_interval : mcus;
   if (mcus == 0 || per > INT_MAX || intervals.size() != (mcus + per - 1) / per) return false;
+  const std::size_t after = unstuffed ? kUnstuffedPadding : 0;  // bytes that must follow each
   for (const ByteRange& r : intervals) {
-    if (r.begin > r.end || r.end > jpeg.size()) return false;
+    if (r.begin > r.end || r.end + after > jpeg.size()) return false;
   }
   for (int ci = 0; ci < cinfo->comps_in_scan; ++ci) {
     const jpeg_component_info* comp = cinfo->cur_comp_info[ci];
@@ -188,6 +187,7 @@ bool JpegIntervalDecoder::install(jpeg_decompress_struct* cinfo, std::span<const
   blocks_in_mcu_ = cinfo->blocks_in_MCU;
   mcus_per_interval_ = static_cast<int>(per);
   data_ = reinterpret_cast<const std::uint8_t*>(jpeg.data());
+  unstuffed_input_ = unstuffed;
   intervals_ = intervals;
   next_mcu_ = 0;
   mcus_left_ = 0;
@@ -199,57 +199,23 @@ bool JpegIntervalDecoder::install(jpeg_decompress_struct* cinfo, std::span<const
   return true;
 }
 
-// Copies the interval's bytes without the zero that follows each data byte
-// 0xFF, and ends them as libjpeg's reader ends a segment: at a marker (0xFF
-// then anything but 0; fill bytes 0xFF before it belong to it). Eight zero
-// bytes follow: the reader's loads past the end read zero bits, as libjpeg
-// gives once a segment's data are used up.
-namespace {
-
-// Copies bytes up to the first 0xFF (or end) to *out; returns where it
-// stopped. 16 bytes a step: an interval holds a marker or a stuffed zero
-// every 50 to 100 bytes, too close for a memchr and memcpy call each.
-const std::uint8_t* copy_to_ff(const std::uint8_t* in, const std::uint8_t* end, std::uint8_t** out) {
-  std::uint8_t* o = *out;
-#if defined(__SSE2__)
-  const __m128i ff = _mm_set1_epi8(static_cast<char>(0xFF));
-  for (; end - in >= 16; in += 16, o += 16) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(o), v);  // o lags in: the bytes fit
-    const auto mask = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, ff)));
-    if (mask) {
-      *out = o + __builtin_ctz(mask);
-      return in + __builtin_ctz(mask);
-    }
-  }
-#endif
-  while (in < end && *in != 0xFF) *o++ = *in++;
-  *out = o;
-  return in;
-}
-
-}  // namespace
-
+// The interval's bytes, stuffing taken out and zeros after them (see
+// entropy_bytes.h): copied here unless the caller gave them so.
 void JpegIntervalDecoder::start_interval(j_decompress_ptr, std::size_t interval) {
   const ByteRange r = intervals_[interval];
-  const std::uint8_t* in = data_ + r.begin;
-  const std::uint8_t* end = data_ + r.end;
-  unstuffed_.resize(static_cast<std::size_t>(r.end - r.begin) + 8);
-  std::uint8_t* out = unstuffed_.data();
-  for (;;) {
-    in = copy_to_ff(in, end, &out);
-    if (in == end) break;
-    ++in;
-    while (in < end && *in == 0xFF) ++in;
-    if (in == end || *in != 0x00) break;  // a marker, or the interval's end
-    *out++ = 0xFF;
-    ++in;
+  if (unstuffed_input_) {
+    stream_ = data_ + r.begin;
+    size_ = r.end - r.begin;
+  } else {
+    unstuffed_.resize(static_cast<std::size_t>(r.end - r.begin) + kUnstuffedPadding);
+    std::uint8_t* out = unstuff(data_ + r.begin, data_ + r.end, unstuffed_.data());
+    std::memset(out, 0, kUnstuffedPadding);
+    stream_ = unstuffed_.data();
+    size_ = static_cast<std::size_t>(out - unstuffed_.data());
   }
-  std::memset(out, 0, 8);
   bits_ = 0;
   bit_count_ = 0;
   next_ = 0;
-  size_ = static_cast<std::size_t>(out - unstuffed_.data());
   used_up_ = false;
   interval_ = interval;
   mcus_left_ = mcus_per_interval_;
@@ -337,7 +303,7 @@ struct Symbol {
 }  // namespace
 
 void JpegIntervalDecoder::decode_blocks(j_decompress_ptr cinfo, JBLOCKROW* blocks) {
-  Bits b{bits_, bit_count_, next_, unstuffed_.data(), size_};
+  Bits b{bits_, bit_count_, next_, stream_, size_};
   for (int blkn = 0; blkn < blocks_in_mcu_; ++blkn) {
     JCOEF* block = blocks ? blocks[blkn][0] : discarded_;
     // DC: the difference from the component's last DC.

@@ -51,7 +51,12 @@ class JpegIntervalDecoder {
   // decode. Returns false, leaving libjpeg's own decoder in place, unless
   // the scan is a single sequential Huffman scan of every component with
   // exactly that many intervals.
-  bool install(jpeg_decompress_struct* cinfo, std::span<const std::byte> jpeg, std::span<const ByteRange> intervals);
+  //
+  // With `unstuffed`, `jpeg` is not the file but its intervals' bytes with
+  // the stuffing taken out, kUnstuffedPadding zero bytes after each
+  // (entropy_bytes.h; slice_restart_intervals writes them so).
+  bool install(jpeg_decompress_struct* cinfo, std::span<const std::byte> jpeg, std::span<const ByteRange> intervals,
+               bool unstuffed = false);
 
   // One Huffman table as the decoder uses it.
   struct Table;
@@ -65,8 +70,10 @@ class JpegIntervalDecoder {
   std::vector<Table> tables_;  // dc tables 0..3, then ac tables 0..3
   std::unique_ptr<Hook> hook_;
   const std::uint8_t* data_ = nullptr;
+  bool unstuffed_input_ = false;  // data_ holds intervals already unstuffed
   std::span<const ByteRange> intervals_;
-  std::vector<std::uint8_t> unstuffed_;  // the current interval, stuffing removed, zeros after
+  std::vector<std::uint8_t> unstuffed_;   // the current interval, stuffing removed, zeros after
+  const std::uint8_t* stream_ = nullptr;  // the current interval's unstuffed bytes
   const Table* dc_[10] = {};             // by block of the MCU
   const Table* ac_[10] = {};
   int component_of_block_[10] = {};
@@ -79,11 +86,11 @@ class JpegIntervalDecoder {
   // Once an interval's bits are used up, libjpeg leaves its remaining MCUs
   // zero.
   bool used_up_ = false;
-  // The bit reader over unstuffed_.
+  // The bit reader over stream_.
   std::uint64_t bits_ = 0;  // the next bits, from the top
   int bit_count_ = 0;       // how many of them are valid
   std::size_t next_ = 0;    // byte offset of the next load
-  std::size_t size_ = 0;    // data bytes in unstuffed_; zeros follow
+  std::size_t size_ = 0;    // data bytes at stream_; zeros follow
   JBLOCK discarded_{};      // where skipped MCUs go when intervals hold several
 };
 

@@ -49,12 +49,15 @@ bool calc_dimensions_protected(JpegRegionDecoder::State* s) {
 // Starts decompressing the strip (x, width are widened by libjpeg to whole
 // iMCUs) and skips to first_row; the interval decoder takes over the
 // Huffman decoding if given and it can. *installed says whether it did.
+// With `unstuffed`, `jpeg` holds the intervals unstuffed, and a decode
+// without the interval decoder would read no data: it is not started.
 bool start_strip_protected(JpegRegionDecoder::State* s, JDIMENSION* x, JDIMENSION* width, JDIMENSION first_row,
                            JpegIntervalDecoder* decoder, std::span<const std::byte> jpeg,
-                           std::span<const ByteRange> intervals, bool* installed) {
+                           std::span<const ByteRange> intervals, bool unstuffed, bool* installed) {
   if (setjmp(s->err.jump)) return false;
   jpeg_start_decompress(&s->cinfo);
-  *installed = decoder && decoder->install(&s->cinfo, jpeg, intervals);
+  *installed = decoder && decoder->install(&s->cinfo, jpeg, intervals, unstuffed);
+  if (unstuffed && !*installed) return true;
   jpeg_crop_scanline(&s->cinfo, x, width);
   if (first_row > 0) jpeg_skip_scanlines(&s->cinfo, first_row);
   return true;
@@ -192,25 +195,33 @@ void JpegRegionDecoder::throw_decode_error() const {
   throw SampleError(reason, std::string("JPEG: ") + state_->err.message);
 }
 
-void JpegRegionDecoder::start_strip(Strip& s, std::span<const ByteRange> intervals) {
+void JpegRegionDecoder::start_strip(Strip& s, std::span<const ByteRange> intervals,
+                                    std::span<const std::byte> unstuffed) {
   // Without intervals, a scan without restart markers is one (install
   // refuses it for a file that has them).
   if (intervals.empty() && !whole_scans_by_libjpeg_ && whole_scan_.end > whole_scan_.begin) {
     intervals = std::span<const ByteRange>(&whole_scan_, 1);
   }
+  const bool given_unstuffed = !unstuffed.empty();
   bool installed = false;
   if (!start_strip_protected(state_.get(), &s.strip_x, &s.strip_width, s.y0,
-                             intervals.empty() ? nullptr : &state_->interval_decoder, jpeg_, intervals, &installed)) {
+                             intervals.empty() ? nullptr : &state_->interval_decoder,
+                             given_unstuffed ? unstuffed : jpeg_, intervals, given_unstuffed, &installed)) {
     throw_decode_error();
+  }
+  if (given_unstuffed && !installed) {
+    // The slicer checked what the interval decoder needs; a file that gets
+    // here has a scan it cannot read, whose data the slice does not hold.
+    throw SampleError("undecodable", "JPEG: a scan with restart markers the interval decoder cannot read");
   }
   if (installed) ++interval_decodes_;
 }
 
 JpegRegion JpegRegionDecoder::decode(int x, int y, int w, int h, int scale_num, std::vector<std::uint8_t>& buffer,
-                                     std::span<const ByteRange> intervals) {
+                                     std::span<const ByteRange> intervals, std::span<const std::byte> unstuffed) {
   Strip s = plan_strip(x, y, w, h, scale_num);
   buffer.resize(s.stride * (s.y1 - s.y0));
-  start_strip(s, intervals);
+  start_strip(s, intervals, unstuffed);
   if (!read_rows_protected(state_.get(), buffer.data(), s.stride, s.y1 - s.y0)) throw_decode_error();
   // The rows below the box are never decoded.
   jpeg_abort_decompress(&state_->cinfo);
@@ -220,10 +231,11 @@ JpegRegion JpegRegionDecoder::decode(int x, int y, int w, int h, int scale_num, 
 }
 
 JpegRegion JpegRegionDecoder::decode_rows(int x, int y, int w, int h, int scale_num, std::vector<std::uint8_t>& buffer,
-                                          RowSink& sink, std::span<const ByteRange> intervals) {
+                                          RowSink& sink, std::span<const ByteRange> intervals,
+                                          std::span<const std::byte> unstuffed) {
   Strip s = plan_strip(x, y, w, h, scale_num);
   buffer.resize(s.stride * kStreamRows);
-  start_strip(s, intervals);
+  start_strip(s, intervals, unstuffed);
   const JpegRegion whole = s.region(buffer.data());
   for (JDIMENSION row = s.y0; row < s.y1;) {
     const JDIMENSION count = std::min<JDIMENSION>(kStreamRows, s.y1 - row);

@@ -69,16 +69,21 @@ class JpegRegionDecoder {
   //
   // `intervals`, when given, are the restart intervals of the JPEG whose
   // header was read (a restart slice's): a JpegIntervalDecoder then does
-  // the Huffman decoding, libjpeg the rest.
+  // the Huffman decoding, libjpeg the rest. With `unstuffed`, they lie
+  // there instead, as slice_restart_intervals' `unstuffed` gives them (the
+  // JPEG read is that call's headers-only slice); throws SampleError if
+  // the interval decoder cannot take them.
   [[nodiscard]] JpegRegion decode(int x, int y, int w, int h, int scale_num, std::vector<std::uint8_t>& buffer,
-                                  std::span<const ByteRange> intervals = {});
+                                  std::span<const ByteRange> intervals = {},
+                                  std::span<const std::byte> unstuffed = {});
   // The same box, handed to sink kStreamRows rows at a time as they are
   // decoded, through a buffer of that many rows: the next step reads them
   // while they are in cache, and the box is never in memory whole. Returns
   // the box as decode() does, without pixels (they are gone).
   static constexpr int kStreamRows = 16;
   [[nodiscard]] JpegRegion decode_rows(int x, int y, int w, int h, int scale_num, std::vector<std::uint8_t>& buffer,
-                                       RowSink& sink, std::span<const ByteRange> intervals = {});
+                                       RowSink& sink, std::span<const ByteRange> intervals = {},
+                                       std::span<const std::byte> unstuffed = {});
 
   // How many decodes so far had their Huffman decoding done by the
   // JpegIntervalDecoder: those given intervals, and those of files without
@@ -93,7 +98,7 @@ class JpegRegionDecoder {
  private:
   struct Strip;
   [[nodiscard]] Strip plan_strip(int x, int y, int w, int h, int scale_num);
-  void start_strip(Strip& strip, std::span<const ByteRange> intervals);
+  void start_strip(Strip& strip, std::span<const ByteRange> intervals, std::span<const std::byte> unstuffed);
   [[noreturn]] void throw_decode_error() const;
 
   std::unique_ptr<State> state_;

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "find_ff.h"
+#include "entropy_bytes.h"
 
 namespace tensorcom::pipeline {
 
@@ -85,8 +85,12 @@ bool read_layout(const std::uint8_t* data, std::size_t size, Layout& layout) {
       layout.restart_interval = be16(seg + 2);
     } else if (marker == kSOS) {
       // A single scan holding every component; a second scan would follow
-      // the first's data, which slicing does not keep.
+      // the first's data, which slicing does not keep. Its spectral
+      // selection is a sequential scan's (libjpeg decodes others with a
+      // warning; the interval decoder refuses them).
       if (!frame || length < 3 || seg[2] != layout.components) return false;
+      const std::size_t params = 3 + 2 * static_cast<std::size_t>(seg[2]);  // Ss, Se, Ah/Al
+      if (length < params + 3 || seg[params] != 0 || seg[params + 1] != 63 || seg[params + 2] != 0) return false;
       layout.kept.emplace_back(pos, end);
       layout.scan_start = end;
       return true;
@@ -147,10 +151,35 @@ bool find_intervals(const std::uint8_t* data, std::size_t size, std::size_t scan
   return ends.size() >= needed;
 }
 
+// The intervals of the rectangle `cells` (in intervals) of a grid `cols`
+// wide, unstuffed one after another into `unstuffed`, each followed by
+// kUnstuffedPadding zero bytes; where each lies goes to `intervals`.
+// `bytes` bounds their stuffed size.
+void write_intervals_unstuffed(const std::uint8_t* data, const std::vector<std::size_t>& begins,
+                               const std::vector<std::size_t>& ends, int cols, const PixelBox& cells,
+                               std::size_t bytes, std::vector<std::byte>& unstuffed,
+                               std::vector<ByteRange>& intervals) {
+  const auto count = static_cast<std::size_t>(cells.width) * static_cast<std::size_t>(cells.height);
+  unstuffed.resize(bytes + count * kUnstuffedPadding);
+  auto* base = reinterpret_cast<std::uint8_t*>(unstuffed.data());
+  std::uint8_t* o = base;
+  for (int r = cells.y; r < cells.y + cells.height; ++r) {
+    for (int c = cells.x; c < cells.x + cells.width; ++c) {
+      const auto i = static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(c);
+      std::uint8_t* end = unstuff(data + begins[i], data + ends[i], o);
+      intervals.push_back({static_cast<std::uint32_t>(o - base), static_cast<std::uint32_t>(end - base)});
+      std::memset(end, 0, kUnstuffedPadding);
+      o = end + kUnstuffedPadding;
+    }
+  }
+  unstuffed.resize(static_cast<std::size_t>(o - base));
+}
+
 }  // namespace
 
 std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg, const PixelBox& want, int context,
-                                                std::vector<std::byte>& out, std::vector<ByteRange>* intervals) {
+                                                std::vector<std::byte>& out, std::vector<ByteRange>* intervals,
+                                                std::vector<std::byte>* unstuffed) {
   const auto* data = reinterpret_cast<const std::uint8_t*>(jpeg.data());
   const std::size_t size = jpeg.size();
   if (size > UINT32_MAX) return std::nullopt;  // interval offsets are 32-bit
@@ -183,10 +212,20 @@ std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg,
 
   std::size_t bytes = 4;  // SOI and EOI
   for (auto [b, e] : layout.kept) bytes += e - b;
+  std::size_t data_bytes = 0;  // of the intervals, with their markers
   for (int r = row0; r < row1; ++r) {
     const auto first = static_cast<std::size_t>(r) * t.cols + static_cast<std::size_t>(col0);
     const auto last = static_cast<std::size_t>(r) * t.cols + static_cast<std::size_t>(col1) - 1;
-    bytes += ends[last] - begins[first] + 2 * static_cast<std::size_t>(col1 - col0);  // data and markers, at most
+    data_bytes += ends[last] - begins[first] + 2 * static_cast<std::size_t>(col1 - col0);  // at most
+  }
+  if (intervals) intervals->clear();
+  if (unstuffed && intervals) {
+    const auto count = static_cast<std::size_t>(col1 - col0) * static_cast<std::size_t>(row1 - row0);
+    if (data_bytes + count * kUnstuffedPadding > UINT32_MAX) return std::nullopt;  // offsets are 32-bit
+    write_intervals_unstuffed(data, begins, ends, t.cols, {col0, row0, col1 - col0, row1 - row0}, data_bytes,
+                              *unstuffed, *intervals);
+  } else {
+    bytes += data_bytes;
   }
   out.resize(bytes);
   auto* o = reinterpret_cast<std::uint8_t*>(out.data());
@@ -204,21 +243,22 @@ std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg,
     }
     at += e - b;
   }
-  if (intervals) intervals->clear();
-  std::size_t written = 0;  // intervals in the slice so far
-  for (int r = row0; r < row1; ++r) {
-    for (int c = col0; c < col1; ++c) {
-      const auto i = static_cast<std::size_t>(r) * t.cols + static_cast<std::size_t>(c);
-      if (written > 0) {  // the marker between two intervals, numbered in the slice's order
-        o[at++] = 0xFF;
-        o[at++] = static_cast<std::uint8_t>(kRST0 + (written - 1) % 8);
+  if (!(unstuffed && intervals)) {
+    std::size_t written = 0;  // intervals in the slice so far
+    for (int r = row0; r < row1; ++r) {
+      for (int c = col0; c < col1; ++c) {
+        const auto i = static_cast<std::size_t>(r) * t.cols + static_cast<std::size_t>(c);
+        if (written > 0) {  // the marker between two intervals, numbered in the slice's order
+          o[at++] = 0xFF;
+          o[at++] = static_cast<std::uint8_t>(kRST0 + (written - 1) % 8);
+        }
+        std::memcpy(o + at, data + begins[i], ends[i] - begins[i]);
+        if (intervals) {
+          intervals->push_back({static_cast<std::uint32_t>(at), static_cast<std::uint32_t>(at + ends[i] - begins[i])});
+        }
+        at += ends[i] - begins[i];
+        ++written;
       }
-      std::memcpy(o + at, data + begins[i], ends[i] - begins[i]);
-      if (intervals) {
-        intervals->push_back({static_cast<std::uint32_t>(at), static_cast<std::uint32_t>(at + ends[i] - begins[i])});
-      }
-      at += ends[i] - begins[i];
-      ++written;
     }
   }
   o[at++] = 0xFF;

@@ -46,8 +46,15 @@ struct PixelBox {
 // REQUIRES: want is non-empty and lies inside the image.
 // Where each of the slice's restart intervals lies in out goes to
 // *intervals, when given (for JpegIntervalDecoder).
+//
+// With `unstuffed` too, out holds the slice's headers only, and the
+// intervals go to *unstuffed instead, ready for JpegIntervalDecoder's
+// `unstuffed` mode (their stuffing taken out, zeros after each): their
+// bytes are then copied once, not twice. Only that decoder can decode such
+// a slice: libjpeg would find no data after the scan header.
 [[nodiscard]] std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg, const PixelBox& want,
                                                               int context, std::vector<std::byte>& out,
-                                                              std::vector<ByteRange>* intervals = nullptr);
+                                                              std::vector<ByteRange>* intervals = nullptr,
+                                                              std::vector<std::byte>* unstuffed = nullptr);
 
 }  // namespace tensorcom::pipeline

@@ -5,7 +5,9 @@
 // the whole file) is decoded twice, by libjpeg alone and with
 // JpegIntervalDecoder doing the Huffman decoding: the two must give the same
 // pixels, or fail alike (a differential test: a difference aborts, unless
-// libjpeg disagrees with itself on the file).
+// libjpeg disagrees with itself on the file). A slice is also cut as the
+// augmenter cuts it, headers only with its intervals unstuffed apart, which
+// only JpegIntervalDecoder reads: it must give what the whole slice gives.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -47,12 +49,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const PixelBox origin = slice ? *slice : PixelBox{};
   // The box's pixels, or empty if the decode failed; *warned says whether
   // libjpeg warned of damaged data.
-  auto decode = [&](bool ours, std::span<const ByteRange> with, bool* warned = nullptr) {
+  auto decode = [&](bool ours, std::span<const ByteRange> with, bool* warned = nullptr,
+                    std::span<const std::byte> file = {}, std::span<const std::byte> unstuffed = {}) {
     std::vector<std::uint8_t> buffer, pixels;
     try {
       decoder.decode_whole_scans_with_libjpeg(!ours);
-      (void)decoder.read_header(decoded);
-      const JpegRegion r = decoder.decode(box.x - origin.x, box.y - origin.y, box.width, box.height, num, buffer, with);
+      (void)decoder.read_header(file.empty() ? decoded : file);
+      const JpegRegion r =
+          decoder.decode(box.x - origin.x, box.y - origin.y, box.width, box.height, num, buffer, with, unstuffed);
       for (int y = 0; y < r.height; ++y) {
         const std::uint8_t* row = r.pixels + static_cast<std::size_t>(y) * r.stride;
         pixels.insert(pixels.end(), row, row + static_cast<std::size_t>(r.width) * 4);
@@ -80,5 +84,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto* bytes = reinterpret_cast<const std::uint8_t*>(decoded.data());
   const bool fill_bytes = std::search_n(bytes, bytes + decoded.size(), 2, std::uint8_t{0xFF}) != bytes + decoded.size();
   if (ours != by_libjpeg && !damaged && !fill_bytes && decode(false, {}) == by_libjpeg) std::abort();
+  if (slice) {
+    std::vector<std::byte> headers, unstuffed;
+    std::vector<ByteRange> unstuffed_intervals;
+    const auto same = slice_restart_intervals(jpeg, box, decoder_context(num), headers, &unstuffed_intervals, &unstuffed);
+    if (!same || same->x != slice->x || same->y != slice->y) std::abort();
+    bool warned = false;
+    const std::vector<std::uint8_t> from_unstuffed = decode(true, unstuffed_intervals, &warned, headers, unstuffed);
+    // (On damaged data libjpeg's own steps may read memory it never wrote.)
+    if (from_unstuffed != ours && !damaged && !warned) std::abort();
+  }
   return 0;
 }

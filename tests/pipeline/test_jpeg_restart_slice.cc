@@ -60,15 +60,17 @@ std::vector<std::byte> encode(int width, int height, const Encoding& e, unsigned
 // markers), which then must have.
 enum class Huffman { kLibjpeg, kOurs };
 
+// `unstuffed`: where the intervals lie when jpeg is a headers-only slice.
 std::vector<std::uint8_t> decode_box(std::span<const std::byte> jpeg, const PixelBox& origin, const PixelBox& box,
                                      int num, Huffman huffman = Huffman::kLibjpeg,
-                                     std::span<const ByteRange> intervals = {}) {
+                                     std::span<const ByteRange> intervals = {},
+                                     std::span<const std::byte> unstuffed = {}) {
   JpegRegionDecoder decoder;
   decoder.decode_whole_scans_with_libjpeg(huffman == Huffman::kLibjpeg);
   (void)decoder.read_header(jpeg);
   std::vector<std::uint8_t> buffer;
   JpegRegion r = decoder.decode(box.x - origin.x, box.y - origin.y, box.width, box.height, num, buffer,
-                                huffman == Huffman::kOurs ? intervals : std::span<const ByteRange>());
+                                huffman == Huffman::kOurs ? intervals : std::span<const ByteRange>(), unstuffed);
   CHECK(decoder.interval_decodes() == (huffman == Huffman::kOurs ? 1u : 0u));
   // The decoded box in the whole image's scaled pixels (origin is a
   // multiple of 8: of num/8 it is whole).
@@ -137,6 +139,15 @@ void check_slices_decode_exactly(const std::vector<std::byte>& jpeg, int width, 
     const std::vector<std::uint8_t> whole = whole_box(jpeg, box, num);
     CHECK(decode_box(slice_bytes, *slice, box, num) == whole);
     CHECK(decode_box(slice_bytes, *slice, box, num, Huffman::kOurs, intervals) == whole);
+    // The same slice as headers and unstuffed intervals (the augmenter's).
+    std::vector<std::byte> headers, unstuffed;
+    std::vector<ByteRange> unstuffed_intervals;
+    auto same = slice_restart_intervals(jpeg, box, decoder_context(num), headers, &unstuffed_intervals, &unstuffed);
+    REQUIRE(same);
+    CHECK(same->x == slice->x);
+    CHECK(same->width == slice->width);
+    CHECK(headers.size() < slice_bytes.size());
+    CHECK(decode_box(headers, *same, box, num, Huffman::kOurs, unstuffed_intervals, unstuffed) == whole);
   }
   CHECK(sliced > 20);
   CHECK((narrower > 0) == expect_columns);
@@ -281,6 +292,17 @@ TEST_CASE("files that cannot be sliced are left to the whole-file decoder") {
         break;
       }
     }
+    CHECK_FALSE(slice_restart_intervals(jpeg, PixelBox{200, 200, 50, 50}, 2, out));
+  }
+  SUBCASE("a scan that says it is not sequential") {
+    // Spectral selection 0..62: libjpeg decodes it with a warning, the
+    // interval decoder refuses it, so a headers-only slice could not be read.
+    auto jpeg = encode(256, 256, {3, 2, 2, 1, 0, false});
+    auto* b = reinterpret_cast<unsigned char*>(jpeg.data());
+    std::size_t sos = 2;
+    while (!(b[sos] == 0xFF && b[sos + 1] == 0xDA)) sos += 2 + (b[sos + 2] << 8 | b[sos + 3]);
+    const std::size_t components = b[sos + 4];
+    b[sos + 4 + 2 * components + 2] = 62;  // Se
     CHECK_FALSE(slice_restart_intervals(jpeg, PixelBox{200, 200, 50, 50}, 2, out));
   }
   SUBCASE("a file cut short before the box's intervals") {
