@@ -17,7 +17,8 @@ is met. Also, to show where the time goes:
        own Huffman decoder and libjpeg-turbo's IDCT and colour conversion,
        no resize), one core: the most the server can reach;
   (1a) the server's whole per-image work alone (region decoding and resize),
-       one core, without reading, batching or sending;
+       one core, without reading, batching or sending; (1ar) the same on the
+       restart-marker shards: the most (2r) can reach;
   (1e) libjpeg-turbo's Huffman decoding alone of the same images, and how far
        down the images RandomResizedCrop's boxes reach on average: a region
        decoder cannot skip the entropy decoding of the rows above its box, so
@@ -178,11 +179,13 @@ def main():
     best = {}
     scratch = tempfile.TemporaryDirectory(dir="/tmp")
     restart_pattern = restart_shards(args.build, args.shards, scratch.name)
+    restart_paths = shard_paths(restart_pattern)
     for _ in range(args.repeat):
         runs = {"(1)": lambda: baseline(args.build, paths),
                 "(1e)": lambda: baseline(args.build, paths, entropy_only=True),
                 "(1r)": lambda: augment_alone(args.build, paths, decode_only=True),
                 "(1a)": lambda: augment_alone(args.build, paths),
+                "(1ar)": lambda: augment_alone(args.build, restart_paths),
                 "(2)": lambda: server(args.build, args.shards, images, 1, "0", args.epochs),
                 "(2f)": lambda: server(args.build, args.shards, images, 1, "0", args.epochs, "fast"),
                 "(2b)": lambda: server(args.build, args.shards, images, 1, "0", args.epochs, "bicubic"),
@@ -198,6 +201,7 @@ def main():
               "(1e)": "libjpeg-turbo Huffman decoding alone, 1 core",
               "(1r)": "the server's region decoding alone, 1 core",
               "(1a)": "the server's region decoding and resize alone, 1 core",
+              "(1ar)": "(1a) on the images with restart markers",
               "(2)": "serve-imagenet-shards -w 1, 1 core",
               "(2f)": "(2) with --interpolation fast",
               "(2b)": "(2) with --interpolation bicubic",
@@ -217,6 +221,9 @@ def main():
         print(f"(1r) / (1): {best['(1r)'] / best['(1)']:.2f}: the server's region decoding of these crops, with "
               f"nothing else, caps (2); resizing takes it to (1a) = {best['(1a)'] / best['(1)']:.2f} x (1), and "
               f"(2) reaches {best['(2)'] / best['(1a)']:.0%} of (1a)")
+    if all(k in best for k in ("(1)", "(1ar)", "(2r)")):
+        print(f"(1ar) / (1): {best['(1ar)'] / best['(1)']:.2f}: the per-image work alone on restart-marker shards; "
+              f"(2r) reaches {best['(2r)'] / best['(1ar)']:.0%} of it (reading, batching and sending take the rest)")
     if all(k in best for k in ("(2)", "(2f)", "(2b)")):
         print(f"torchvision's pixels cost: (2) / (2f) = {best['(2)'] / best['(2f)']:.2f} (bilinear, the default), "
               f"(2b) / (2f) = {best['(2b)'] / best['(2f)']:.2f} (bicubic)")
