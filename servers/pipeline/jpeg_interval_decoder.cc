@@ -115,25 +115,29 @@ struct JpegIntervalDecoder::Table {
     }
   }
 
+  // The entries of the codes that start with `code` (`length` bits): one
+  // for each value of the extra bits when they fit, else the same entry.
   void fill_fast(std::int32_t code, int length, std::uint8_t symbol, bool dc) {
     const int run = dc ? 0 : symbol >> 4;
     const int size = symbol & 15;  // DC symbols are sizes, at most 15 (libjpeg checked)
     const int spare = kFastBits - length;
-    for (int fill = 0; fill < (1 << spare); ++fill) {
-      const int index = (code << spare) | fill;
-      std::uint64_t e = static_cast<std::uint64_t>(run) << 8 | static_cast<std::uint64_t>(size) << 12;
-      if (size == 0) {
-        e |= kComplete | kZeroSize | static_cast<std::uint64_t>(length) |
-             static_cast<std::uint64_t>(length) << kFirstLength;
-      } else if (length + size <= kFastBits) {
-        const auto extra = static_cast<std::uint32_t>(fill >> (spare - size)) & ((1u << size) - 1);
-        e |= kComplete | static_cast<std::uint64_t>(length + size) |
-             static_cast<std::uint64_t>(length + size) << kFirstLength |
-             static_cast<std::uint64_t>(static_cast<std::uint16_t>(extend(extra, size))) << 16;
-      } else {
-        e |= static_cast<std::uint64_t>(length);
+    std::uint64_t* entries = fast + (static_cast<std::size_t>(code) << spare);
+    const std::uint64_t e = static_cast<std::uint64_t>(run) << 8 | static_cast<std::uint64_t>(size) << 12;
+    if (size == 0) {
+      std::fill_n(entries, 1 << spare,
+                  e | kComplete | kZeroSize | static_cast<std::uint64_t>(length) |
+                      static_cast<std::uint64_t>(length) << kFirstLength);
+    } else if (length + size <= kFastBits) {
+      // Each value of the extra bits, for every fill of the bits after them.
+      const int after = spare - size;
+      const std::uint64_t complete = e | kComplete | static_cast<std::uint64_t>(length + size) |
+                                     static_cast<std::uint64_t>(length + size) << kFirstLength;
+      for (std::uint32_t extra = 0; extra < (1u << size); ++extra) {
+        std::fill_n(entries + (static_cast<std::size_t>(extra) << after), 1 << after,
+                    complete | static_cast<std::uint64_t>(static_cast<std::uint16_t>(extend(extra, size))) << 16);
       }
-      fast[index] = e;
+    } else {
+      std::fill_n(entries, 1 << spare, e | static_cast<std::uint64_t>(length));
     }
   }
 };
