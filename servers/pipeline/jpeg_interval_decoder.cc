@@ -193,7 +193,8 @@ bool JpegIntervalDecoder::install(jpeg_decompress_struct* cinfo, std::span<const
   data_ = reinterpret_cast<const std::uint8_t*>(jpeg.data());
   unstuffed_input_ = unstuffed;
   intervals_ = intervals;
-  next_mcu_ = 0;
+  next_interval_ = 0;
+  next_in_interval_ = 0;
   mcus_left_ = 0;
   hook_->pub.start_pass = no_new_pass;
   hook_->pub.decode_mcu = decode_mcu;
@@ -381,8 +382,13 @@ void JpegIntervalDecoder::decode_blocks(j_decompress_ptr cinfo, JBLOCKROW* block
 
 boolean JpegIntervalDecoder::decode_mcu(j_decompress_ptr cinfo, JBLOCKROW* blocks) {
   JpegIntervalDecoder& self = *reinterpret_cast<Hook*>(cinfo->entropy)->self;
-  const std::size_t mcu = self.next_mcu_++;
-  const std::size_t interval = mcu / static_cast<std::size_t>(self.mcus_per_interval_);
+  // Which interval the MCU is in, counted rather than divided: libjpeg
+  // calls once per MCU, skipped ones included.
+  const std::size_t interval = self.next_interval_;
+  if (++self.next_in_interval_ == self.mcus_per_interval_) {
+    self.next_in_interval_ = 0;
+    ++self.next_interval_;
+  }
   // More MCUs than the intervals hold cannot be asked for (install checked
   // the count); they would stay zero, as libjpeg leaves MCUs past its data.
   if (interval >= self.intervals_.size()) return TRUE;

@@ -79,7 +79,9 @@ class JpegIntervalDecoder {
   int component_of_block_[10] = {};
   int blocks_in_mcu_ = 0;
   int mcus_per_interval_ = 0;
-  std::size_t next_mcu_ = 0;    // calls so far: libjpeg asks for MCUs in order
+  // Where the MCU libjpeg asks for next lies (it asks for them in order).
+  std::size_t next_interval_ = 0;
+  int next_in_interval_ = 0;
   int mcus_left_ = 0;           // in the current interval
   std::size_t interval_ = 0;    // the current one
   int last_dc_[4] = {};
