@@ -74,11 +74,19 @@ void configure_opencv_for_workers() {
   cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
 }
 
+struct ImageAugmenter::Axes {
+  ResampleAxis x;
+  ResampleAxis y;
+  int origin_x = 0;  // the axes' pixel 0, in pixels of the image decoded at num/8
+  int origin_y = 0;
+};
+
 ImageAugmenter::ImageAugmenter(AugmentOptions options, int size)
     : options_(options),
       size_(size),
       resize_to_(static_cast<int>(std::lround(size * 256.0 / 224.0))),
-      jpeg_(std::make_unique<JpegRegionDecoder>()) {
+      jpeg_(std::make_unique<JpegRegionDecoder>()),
+      axes_(std::make_unique<Axes>()) {
   if (size_ <= 0) throw ArgumentError("image size must be positive");
 }
 
@@ -184,13 +192,6 @@ ImageAugmenter::DecodedCrop ImageAugmenter::decode_jpeg_crop(std::span<const std
   return {region.pixels, region.width, region.height, region.stride};
 }
 
-struct ImageAugmenter::Axes {
-  ResampleAxis x;
-  ResampleAxis y;
-  int origin_x;  // the axes' pixel 0, in pixels of the image decoded at num/8
-  int origin_y;
-};
-
 namespace {
 
 // One axis of Pillow's resize of the source pixels [first, first + length)
@@ -198,14 +199,13 @@ namespace {
 // between pixels unless num is 8. Coordinates are made relative to the
 // span's first whole pixel (*origin), so that at full scale the axis is the
 // one Pillow computes for the cropped image, to the bit.
-ResampleAxis scaled_axis(ResampleFilter filter, int first, int length, int whole, int num, int out_size,
-                         int out_first, int out_count, AxisPass pass, int* origin) {
+void plan_scaled_axis(ResampleAxis& axis, ResampleFilter filter, int first, int length, int whole, int num,
+                      int out_size, int out_first, int out_count, AxisPass pass, int* origin) {
   const double begin = first * num / 8.0, end = (first + length) * num / 8.0;
   *origin = static_cast<int>(std::floor(begin));
   const int scaled_whole = (whole * num + 7) / 8;  // libjpeg's scaled size, rounded up
   const int clamp_end = std::min(static_cast<int>(std::ceil(end)), scaled_whole) - *origin;
-  return ResampleAxis(filter, SourceSpan{begin - *origin, end - *origin, 0, clamp_end}, out_size, out_first,
-                      out_count, pass);
+  axis.plan(filter, SourceSpan{begin - *origin, end - *origin, 0, clamp_end}, out_size, out_first, out_count, pass);
 }
 
 }  // namespace
@@ -221,22 +221,22 @@ int ImageAugmenter::choose_pillow_scale(int span_w, int span_h, int out_w, int o
   return 8;
 }
 
-ImageAugmenter::Axes ImageAugmenter::pillow_axes(int width, int height, const CropBox& box, int num) const {
+const ImageAugmenter::Axes& ImageAugmenter::pillow_axes(int width, int height, const CropBox& box, int num) {
   const ResampleFilter filter =
       options_.resample == Resample::kBicubic ? ResampleFilter::kBicubic : ResampleFilter::kBilinear;
-  int ox = 0, oy = 0;
+  Axes& a = *axes_;
   if (!options_.validation) {
-    ResampleAxis x = scaled_axis(filter, box.x, box.width, width, num, size_, 0, size_, AxisPass::kHorizontal, &ox);
-    ResampleAxis y = scaled_axis(filter, box.y, box.height, height, num, size_, 0, size_, AxisPass::kVertical, &oy);
-    return {std::move(x), std::move(y), ox, oy};
+    plan_scaled_axis(a.x, filter, box.x, box.width, width, num, size_, 0, size_, AxisPass::kHorizontal, &a.origin_x);
+    plan_scaled_axis(a.y, filter, box.y, box.height, height, num, size_, 0, size_, AxisPass::kVertical, &a.origin_y);
+    return a;
   }
   // torchvision's Resize(resize_to): the shorter side becomes resize_to, the
   // longer int(resize_to * long / short); then CenterCrop(size) starts at
   // int(round((new - size) / 2.0)), Python's round (half to even).
   const ResizedImage r = resized_for_validation(width, height);
-  ResampleAxis x = scaled_axis(filter, 0, width, width, num, r.width, r.left, size_, AxisPass::kHorizontal, &ox);
-  ResampleAxis y = scaled_axis(filter, 0, height, height, num, r.height, r.top, size_, AxisPass::kVertical, &oy);
-  return {std::move(x), std::move(y), ox, oy};
+  plan_scaled_axis(a.x, filter, 0, width, width, num, r.width, r.left, size_, AxisPass::kHorizontal, &a.origin_x);
+  plan_scaled_axis(a.y, filter, 0, height, height, num, r.height, r.top, size_, AxisPass::kVertical, &a.origin_y);
+  return a;
 }
 
 ImageAugmenter::ResizedImage ImageAugmenter::resized_for_validation(int width, int height) const {
@@ -262,7 +262,7 @@ void ImageAugmenter::augment_jpeg_as_pillow(std::span<const std::byte> encoded, 
   } else {
     num = choose_pillow_scale(box.width, box.height, size_, size_);
   }
-  const Axes axes = pillow_axes(info.width, info.height, box, num);
+  const Axes& axes = pillow_axes(info.width, info.height, box, num);
   // Only the pixels the taps read are decoded: the box of source pixels
   // whose num/8 scaling covers them.
   const int sx0 = axes.origin_x + axes.x.source_first(), sx1 = axes.origin_x + axes.x.source_end();
@@ -313,7 +313,7 @@ void ImageAugmenter::augment_other(std::span<const std::byte> encoded, std::mt19
   }
   if (options_.validation) box = {0, 0, image.cols, image.rows};
   cv::Mat rgbx = to_8bit(image(cv::Rect(box.x, box.y, box.width, box.height)), true);
-  const Axes axes = pillow_axes(image.cols, image.rows, box, 8);
+  const Axes& axes = pillow_axes(image.cols, image.rows, box, 8);
   pillow_.resize_to_rgb(rgbx.ptr<std::uint8_t>(0), rgbx.step, box.x - axes.origin_x, box.y - axes.origin_y, axes.x,
                         axes.y, flip, out);
 }

@@ -113,7 +113,7 @@ class ImageAugmenter {
   // resized to resize_to on its shorter side, then centre-cropped.
   // Decoded at scale num/8.
   struct Axes;
-  [[nodiscard]] Axes pillow_axes(int width, int height, const CropBox& box, int num) const;
+  const Axes& pillow_axes(int width, int height, const CropBox& box, int num);
   // What Resize(resize_to) makes of a width x height image, and where
   // CenterCrop(size) starts in it.
   struct ResizedImage {
@@ -146,6 +146,7 @@ class ImageAugmenter {
   std::vector<std::uint8_t> region_;         // the decoded crop box, reused between samples
   RgbxResizer resizer_;                      // the box to the batch: resized, mirrored, RGB
   PillowResampler pillow_;                   // the same as torchvision on PIL
+  std::unique_ptr<Axes> axes_;               // its plan for the current image, memory reused
   std::vector<std::byte> slice_;             // the headers of a JPEG with restart markers cut to the box's rows
   std::vector<ByteRange> slice_intervals_;   // where the slice's restart intervals lie in slice_unstuffed_
   std::vector<std::byte> slice_unstuffed_;   // their bytes, unstuffed (the slice holds its headers only)

@@ -51,6 +51,11 @@ ResampleAxis::ResampleAxis(ResampleFilter filter, int in_size, int out_size, int
 
 ResampleAxis::ResampleAxis(ResampleFilter filter, const SourceSpan& span, int out_size, int out_first, int out_count,
                            AxisPass pass) {
+  plan(filter, span, out_size, out_first, out_count, pass);
+}
+
+void ResampleAxis::plan(ResampleFilter filter, const SourceSpan& span, int out_size, int out_first, int out_count,
+                        AxisPass pass) {
   // As Pillow's precompute_coeffs: the filter is stretched by the downscale
   // factor; taps start where centre - support rounds to.
   const double scale = (span.end - span.first) / out_size;
@@ -60,7 +65,8 @@ ResampleAxis::ResampleAxis(ResampleFilter filter, const SourceSpan& span, int ou
   first_.resize(static_cast<std::size_t>(out_count));
   taps_.resize(static_cast<std::size_t>(out_count));
   weights_.assign(static_cast<std::size_t>(out_count) * stride_, 0);
-  std::vector<double> k(stride_);
+  filter_values_.resize(stride_);
+  double* k = filter_values_.data();
   source_first_ = span.clamp_end;
   source_end_ = span.clamp_first;
   for (int i = 0; i < out_count; ++i) {
@@ -71,17 +77,21 @@ ResampleAxis::ResampleAxis(ResampleFilter filter, const SourceSpan& span, int ou
     double total = 0;
     const double ss = 1.0 / filter_scale;  // multiplied, not divided: Pillow's bits
     for (int t = 0; t < xmax; ++t) {
-      k[static_cast<std::size_t>(t)] = weigh(filter, (t + xmin - center + 0.5) * ss);
-      total += k[static_cast<std::size_t>(t)];
+      k[t] = weigh(filter, (t + xmin - center + 0.5) * ss);
+      total += k[t];
     }
     std::int32_t* w = weights_.data() + static_cast<std::size_t>(i) * stride_;
-    for (int t = 0; t < xmax; ++t) w[t] = to_fixed(total != 0.0 ? k[static_cast<std::size_t>(t)] / total : k[static_cast<std::size_t>(t)]);
+    for (int t = 0; t < xmax; ++t) w[t] = to_fixed(total != 0.0 ? k[t] / total : k[t]);
     first_[static_cast<std::size_t>(i)] = xmin;
     taps_[static_cast<std::size_t>(i)] = xmax;
     source_first_ = std::min(source_first_, xmin);
     source_end_ = std::max(source_end_, xmin + xmax);
   }
   pass_ = pass;
+  window_ = 0;
+  window_first_.clear();
+  window_weights_.clear();
+  tap_pairs_.clear();
   if (pass != AxisPass::kVertical) pack_windows();
   if (pass != AxisPass::kHorizontal) pack_tap_pairs();
 }
@@ -109,16 +119,16 @@ void ResampleAxis::pack_windows() {
   const std::size_t outputs = first_.size();
   window_first_.resize(outputs);
   window_weights_.assign(outputs * static_cast<std::size_t>(window_) * kGroupInts / kGroupPixels, 0);
-  std::vector<std::int32_t> pixel_weights(static_cast<std::size_t>(window_));  // one output's, by window pixel
+  pixel_weights_.resize(static_cast<std::size_t>(window_));
   for (std::size_t i = 0; i < outputs; ++i) {
     // Shifted left where the window would run past the source's end.
     const int start = std::max(std::min(first_[i], source_end_ - window_), source_first_);
     window_first_[i] = start;
-    std::fill(pixel_weights.begin(), pixel_weights.end(), 0);
-    std::copy_n(weights(static_cast<int>(i)), taps_[i], pixel_weights.begin() + (first_[i] - start));
+    std::fill(pixel_weights_.begin(), pixel_weights_.end(), 0);
+    std::copy_n(weights(static_cast<int>(i)), taps_[i], pixel_weights_.begin() + (first_[i] - start));
     std::int32_t* out = window_weights_.data() + i * static_cast<std::size_t>(window_) * kGroupInts / kGroupPixels;
     for (int p = 0; p < window_; p += kGroupPixels, out += kGroupInts) {
-      const std::int32_t* w = pixel_weights.data() + p;
+      const std::int32_t* w = pixel_weights_.data() + p;
       const std::int32_t packed[4] = {pair16(high_part(w[0]), high_part(w[1])), pair16(high_part(w[2]), high_part(w[3])),
                                       pair16(low_part(w[0]), low_part(w[1])), pair16(low_part(w[2]), low_part(w[3]))};
       for (int q = 0; q < 4; ++q) std::fill_n(out + 4 * q, 4, packed[q]);

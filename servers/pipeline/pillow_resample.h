@@ -50,6 +50,12 @@ class ResampleAxis {
   // for the vertical).
   ResampleAxis(ResampleFilter filter, const SourceSpan& span, int out_size, int out_first, int out_count,
                AxisPass pass = AxisPass::kBoth);
+  // An axis with no outputs, to plan() later.
+  ResampleAxis() = default;
+  // Makes this the axis the constructor above makes, reusing this one's
+  // memory (a worker plans two axes an image).
+  void plan(ResampleFilter filter, const SourceSpan& span, int out_size, int out_first, int out_count,
+            AxisPass pass = AxisPass::kBoth);
 
   // The source pixels the computed outputs read: [source_first, source_end).
   [[nodiscard]] bool serves(AxisPass pass) const noexcept { return pass_ == AxisPass::kBoth || pass_ == pass; }
@@ -102,6 +108,8 @@ class ResampleAxis {
   std::vector<std::int32_t> window_weights_;
   std::vector<std::int32_t> tap_pairs_;  // pair_stride_ a row
   std::size_t pair_stride_ = 0;
+  std::vector<double> filter_values_;       // one output's, while planning
+  std::vector<std::int32_t> pixel_weights_;  // one output's by window pixel, while packing
   int source_first_ = 0;
   int source_end_ = 0;
   AxisPass pass_ = AxisPass::kBoth;
