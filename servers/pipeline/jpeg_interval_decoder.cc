@@ -195,7 +195,7 @@ bool JpegIntervalDecoder::install(jpeg_decompress_struct* cinfo, std::span<const
   intervals_ = intervals;
   next_interval_ = 0;
   next_in_interval_ = 0;
-  mcus_left_ = 0;
+  interval_ = kNoInterval;
   hook_->pub.start_pass = no_new_pass;
   hook_->pub.decode_mcu = decode_mcu;
   hook_->pub.insufficient_data = FALSE;
@@ -223,7 +223,6 @@ void JpegIntervalDecoder::start_interval(j_decompress_ptr, std::size_t interval)
   next_ = 0;
   used_up_ = false;
   interval_ = interval;
-  mcus_left_ = mcus_per_interval_;
   std::fill(std::begin(last_dc_), std::end(last_dc_), 0);
 }
 
@@ -395,8 +394,7 @@ boolean JpegIntervalDecoder::decode_mcu(j_decompress_ptr cinfo, JBLOCKROW* block
   // A region decode skips the MCUs above and beside its box: with an
   // interval for each, nothing needs reading.
   if (!blocks && self.mcus_per_interval_ == 1) return TRUE;
-  if (self.mcus_left_ == 0 || interval != self.interval_) self.start_interval(cinfo, interval);
-  --self.mcus_left_;
+  if (interval != self.interval_) self.start_interval(cinfo, interval);
   if (!self.used_up_) self.decode_blocks(cinfo, blocks);
   return TRUE;
 }

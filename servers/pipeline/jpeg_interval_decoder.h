@@ -82,8 +82,9 @@ class JpegIntervalDecoder {
   // Where the MCU libjpeg asks for next lies (it asks for them in order).
   std::size_t next_interval_ = 0;
   int next_in_interval_ = 0;
-  int mcus_left_ = 0;           // in the current interval
-  std::size_t interval_ = 0;    // the current one
+  // The interval being decoded (kNoInterval before the first).
+  static constexpr std::size_t kNoInterval = SIZE_MAX;
+  std::size_t interval_ = kNoInterval;
   int last_dc_[4] = {};
   // Once an interval's bits are used up, libjpeg leaves its remaining MCUs
   // zero.

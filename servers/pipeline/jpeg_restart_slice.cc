@@ -152,9 +152,33 @@ bool find_intervals(const std::uint8_t* data, std::size_t size, std::size_t scan
 }
 
 // The intervals of the rectangle `cells` (in intervals) of a grid `cols`
-// wide, unstuffed one after another into `unstuffed`, each followed by
-// kUnstuffedPadding zero bytes; where each lies goes to `intervals`.
-// `bytes` bounds their stuffed size.
+// wide, in raster order, as JPEG data: to `o` from offset `at`, restart
+// markers renumbered from 0 between them; returns the offset after them.
+// Where each lies goes to *intervals, when given.
+std::size_t write_intervals(const std::uint8_t* data, const std::vector<std::size_t>& begins,
+                            const std::vector<std::size_t>& ends, int cols, const PixelBox& cells, std::uint8_t* o,
+                            std::size_t at, std::vector<ByteRange>* intervals) {
+  std::size_t written = 0;  // intervals so far
+  for (int r = cells.y; r < cells.y + cells.height; ++r) {
+    for (int c = cells.x; c < cells.x + cells.width; ++c) {
+      const auto i = static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(c);
+      if (written++ > 0) {  // the marker between two intervals, numbered in the slice's order
+        o[at++] = 0xFF;
+        o[at++] = static_cast<std::uint8_t>(kRST0 + (written - 2) % 8);
+      }
+      std::memcpy(o + at, data + begins[i], ends[i] - begins[i]);
+      if (intervals) {
+        intervals->push_back({static_cast<std::uint32_t>(at), static_cast<std::uint32_t>(at + ends[i] - begins[i])});
+      }
+      at += ends[i] - begins[i];
+    }
+  }
+  return at;
+}
+
+// The same intervals unstuffed one after another into `unstuffed`, each
+// followed by kUnstuffedPadding zero bytes; where each lies goes to
+// `intervals`. `bytes` bounds their stuffed size.
 void write_intervals_unstuffed(const std::uint8_t* data, const std::vector<std::size_t>& begins,
                                const std::vector<std::size_t>& ends, int cols, const PixelBox& cells,
                                std::size_t bytes, std::vector<std::byte>& unstuffed,
@@ -210,6 +234,8 @@ std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg,
   slice.width = std::min(layout.width, col1 * t.unit_width) - slice.x;
   slice.height = std::min(layout.height, row1 * t.unit_height) - slice.y;
 
+  const PixelBox cells{col0, row0, col1 - col0, row1 - row0};  // in intervals
+  const bool headers_only = unstuffed && intervals;
   std::size_t bytes = 4;  // SOI and EOI
   for (auto [b, e] : layout.kept) bytes += e - b;
   std::size_t data_bytes = 0;  // of the intervals, with their markers
@@ -219,11 +245,10 @@ std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg,
     data_bytes += ends[last] - begins[first] + 2 * static_cast<std::size_t>(col1 - col0);  // at most
   }
   if (intervals) intervals->clear();
-  if (unstuffed && intervals) {
-    const auto count = static_cast<std::size_t>(col1 - col0) * static_cast<std::size_t>(row1 - row0);
+  if (headers_only) {
+    const auto count = static_cast<std::size_t>(cells.width) * static_cast<std::size_t>(cells.height);
     if (data_bytes + count * kUnstuffedPadding > UINT32_MAX) return std::nullopt;  // offsets are 32-bit
-    write_intervals_unstuffed(data, begins, ends, t.cols, {col0, row0, col1 - col0, row1 - row0}, data_bytes,
-                              *unstuffed, *intervals);
+    write_intervals_unstuffed(data, begins, ends, t.cols, cells, data_bytes, *unstuffed, *intervals);
   } else {
     bytes += data_bytes;
   }
@@ -243,24 +268,7 @@ std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg,
     }
     at += e - b;
   }
-  if (!(unstuffed && intervals)) {
-    std::size_t written = 0;  // intervals in the slice so far
-    for (int r = row0; r < row1; ++r) {
-      for (int c = col0; c < col1; ++c) {
-        const auto i = static_cast<std::size_t>(r) * t.cols + static_cast<std::size_t>(c);
-        if (written > 0) {  // the marker between two intervals, numbered in the slice's order
-          o[at++] = 0xFF;
-          o[at++] = static_cast<std::uint8_t>(kRST0 + (written - 1) % 8);
-        }
-        std::memcpy(o + at, data + begins[i], ends[i] - begins[i]);
-        if (intervals) {
-          intervals->push_back({static_cast<std::uint32_t>(at), static_cast<std::uint32_t>(at + ends[i] - begins[i])});
-        }
-        at += ends[i] - begins[i];
-        ++written;
-      }
-    }
-  }
+  if (!headers_only) at = write_intervals(data, begins, ends, t.cols, cells, o, at, intervals);
   o[at++] = 0xFF;
   o[at++] = kEOI;
   out.resize(at);
