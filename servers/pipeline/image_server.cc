@@ -238,7 +238,7 @@ void ImageServer::work(std::size_t worker) {
     }
     auto slot = assembler_.acquire();
     if (!slot) break;  // cancelled
-    auto rng = seeded_rng({options_.order.seed, sample->sequence, 2});
+    auto rng = sample_rng(options_.order.seed, sample->sequence);
     const Clock::time_point start = Clock::now();
     const Clock::duration decoded_before = augmenter.decode_time();
     // Timed whether the sample is kept or not: a bad image costs time too.

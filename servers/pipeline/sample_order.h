@@ -26,6 +26,12 @@ struct OrderOptions {
 // A generator seeded from several numbers (seed, epoch, ...).
 [[nodiscard]] std::mt19937_64 seeded_rng(std::initializer_list<std::uint64_t> parts);
 
+// Sample `sequence`'s generator (its crop and flip): seeded from one 64-bit
+// mix of the two numbers, distinct for every sequence under one seed.
+// seeded_rng's seed_seq expands its words over the generator's whole state
+// (13 us): 2% of a worker's time per image; this takes about 2 us.
+[[nodiscard]] std::mt19937_64 sample_rng(std::uint64_t seed, std::uint64_t sequence);
+
 // Shuffles indices in place with rng.
 void fisher_yates(std::vector<std::size_t>& indices, std::mt19937_64& rng);
 

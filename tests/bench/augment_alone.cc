@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
     for (std::size_t c = 0; c < best.size(); ++c) {
       const auto start = std::chrono::steady_clock::now();
       for (std::size_t i = c * kChunk; i < std::min(jpegs.size(), (c + 1) * kChunk); ++i) {
-        auto rng = seeded_rng({0, i, 2});  // as the server seeds sample i
+        auto rng = sample_rng(0, i);  // as the server seeds sample i
         try {
           if (decode_only) {
             bool flip = false;

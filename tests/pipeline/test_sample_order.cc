@@ -45,6 +45,25 @@ TEST_CASE("epoch units") {
   }
 }
 
+TEST_CASE("sample generators") {
+  // Deterministic, and a stream of its own for every sample and seed: the
+  // first draws of 20,000 generators (two seeds, consecutive sequences)
+  // never repeat, and their coin flips are fair.
+  CHECK(sample_rng(7, 123)() == sample_rng(7, 123)());
+  std::set<std::uint64_t> firsts;
+  int heads = 0;
+  for (std::uint64_t seed : {0, 1}) {
+    for (std::uint64_t sequence = 0; sequence < 10000; ++sequence) {
+      auto rng = sample_rng(seed, sequence);
+      firsts.insert(rng());
+      heads += std::uniform_real_distribution<double>(0, 1)(rng) < 0.5;
+    }
+  }
+  CHECK(firsts.size() == 20000);
+  CHECK(heads > 9700);  // 10,000 +- 3 standard deviations (71)
+  CHECK(heads < 10300);
+}
+
 TEST_CASE("shuffle buffer") {
   ShuffleBuffer<int> buffer(10, std::mt19937_64(1));
   std::vector<int> out;
