@@ -8,11 +8,15 @@ Target (issue 17): 14 workers >= 12x one worker, on a 16-core machine.
     tests/bench/worker_scaling.py --shards 'DIR/r-{000000..000003}.tar' [--build build] [--workers 1,2,4,8,14]
 
 Where the programs run through a launcher (the GPU machine's bundle, see
-../shared/device-bundle: `DIR/run BIN ARGS`), pass --run DIR/run and
---bin DIR (the folder holding serve-imagenet-shards and recv-throughput).
+../shared/device-bundle: `DIR/run BIN ARGS`), pass --run DIR/run; where
+they lie in a folder of their own, --bin DIR.
 Needs only the Python standard library and taskset. The figure for each
-count is the best of --repeat runs; each run serves --epochs passes over the
-shards after a warm-up of two batches.
+count is the best of --repeat runs. The server serves forever (the shards'
+epochs over and over); the consumer times --batches-per-worker batches for
+each worker after a warm-up (the shuffle buffer's fill, the workers' first
+images), so that every run lasts about as long whatever the worker count,
+and a few hundred photos are enough data (tests/bench/pack_scaling_bundle.sh
+packs them with the programs for the GPU machine).
 """
 import argparse
 import json
@@ -39,43 +43,41 @@ def count_samples(pattern):
 
 
 def program(args, name):
+    if args.run:
+        return [args.run, name]  # the launcher finds its programs by name
     if args.bin:
-        path = os.path.join(args.bin, name)
-    else:
-        sub = "servers" if name.startswith("serve") else os.path.join("tests", "bench")
-        path = os.path.join(args.build, sub, name)
-    return ([args.run] if args.run else []) + [path]
+        return [os.path.join(args.bin, name)]
+    sub = "servers" if name.startswith("serve") else os.path.join("tests", "bench")
+    return [os.path.join(args.build, sub, name)]
 
 
 def cores(first, count):
     return ",".join(str(c) for c in range(first, first + count))
 
 
-def one_run(args, samples, workers):
-    batches = samples * args.epochs // args.batch
-    warmup = 2
-    if batches <= warmup + 2:
-        sys.exit("too few samples for a run: add shards or --epochs")
+def one_run(args, workers):
+    batches = args.batches_per_worker * workers
+    warmup = max(4, 2 * workers)
     with tempfile.TemporaryDirectory() as tmp:
         url = f"ipc://{tmp}/s"
         # The consumer on the last core; the server on cores 0..workers-1
         # (its reader and publisher threads share them with the workers).
         consumer_core = os.cpu_count() - 1
         consumer = subprocess.Popen(["taskset", "-c", str(consumer_core)] + program(args, "recv-throughput") +
-                                    ["zpull+" + url, "--count", str(batches - warmup), "--warmup", str(warmup)],
+                                    ["zpull+" + url, "--count", str(batches), "--warmup", str(warmup)],
                                     stdout=subprocess.PIPE, text=True)
         server = subprocess.Popen(["taskset", "-c", cores(0, min(workers, consumer_core))] +
                                   program(args, "serve-imagenet-shards") +
-                                  ["-u", args.shards, "-b", str(args.batch), "-w", str(workers), "--epochs",
-                                   str(args.epochs), "-r", "0", "--linger", "0", "zpush+" + url],
+                                  ["-u", args.shards, "-b", str(args.batch), "-w", str(workers), "--epochs", "0",
+                                   "-r", "0", "--linger", "0", "zpush+" + url],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             out, _ = consumer.communicate(timeout=args.timeout)
         finally:
             server.terminate()
-            server.wait(timeout=30)
+            _, errors = server.communicate(timeout=30)
         if consumer.returncode != 0:
-            sys.exit(f"consumer failed with {consumer.returncode}: {out}")
+            sys.exit(f"consumer failed with {consumer.returncode}: {out}\nserver: {errors}")
         return json.loads(out)["samples_per_s"]
 
 
@@ -84,9 +86,10 @@ def main():
     parser.add_argument("--shards", required=True, help="brace pattern of tar shards")
     parser.add_argument("--build", default="build", help="meson build folder")
     parser.add_argument("--bin", help="folder with the programs (instead of --build)")
-    parser.add_argument("--run", help="launcher to run each program through")
+    parser.add_argument("--run", help="launcher that runs a program given its name (instead of --build)")
     parser.add_argument("--workers", default="1,2,4,8,14", help="worker counts, comma-separated")
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--batches-per-worker", type=int, default=100,
+                        help="batches timed per worker (100 of 128: a few seconds a run)")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--timeout", type=int, default=600, help="seconds a run may take")
@@ -95,10 +98,10 @@ def main():
     if max(counts) >= os.cpu_count():
         print(f"note: {os.cpu_count()} cores: the consumer shares a core with the server above "
               f"{os.cpu_count() - 1} workers", file=sys.stderr)
-    samples = count_samples(args.shards)
+    samples = count_samples(args.shards)  # also checks that the pattern names shards
     rates = {}
     for workers in counts:
-        rates[workers] = max(one_run(args, samples, workers) for _ in range(args.repeat))
+        rates[workers] = max(one_run(args, workers) for _ in range(args.repeat))
         print(f"{workers:3d} workers {rates[workers]:10.1f} images/s  {rates[workers] / rates[counts[0]]:5.2f}x "
               f"{counts[0]} worker{'s' if counts[0] > 1 else ''}", flush=True)
     if TARGET_WORKERS in rates and 1 in rates:
