@@ -81,6 +81,20 @@ def one_run(args, workers):
         return json.loads(out)["samples_per_s"]
 
 
+def smt_siblings():
+    """Logical CPUs that share CPU 0's core (1 without simultaneous multithreading)."""
+    try:
+        with open("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list") as f:
+            text = f.read().strip()
+    except OSError:
+        return 1
+    count = 0
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        count += int(last or first) - int(first) + 1
+    return count
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shards", required=True, help="brace pattern of tar shards")
@@ -98,6 +112,10 @@ def main():
     if max(counts) >= os.cpu_count():
         print(f"note: {os.cpu_count()} cores: the consumer shares a core with the server above "
               f"{os.cpu_count() - 1} workers", file=sys.stderr)
+    if smt_siblings() > 1:
+        # Then CPUs 0..n-1 are not n cores: siblings share one core's units.
+        print(f"note: {smt_siblings()} logical CPUs a core (SMT): worker counts are logical CPUs, not cores",
+              file=sys.stderr)
     samples = count_samples(args.shards)  # also checks that the pattern names shards
     rates = {}
     for workers in counts:
@@ -108,7 +126,7 @@ def main():
         speedup = rates[TARGET_WORKERS] / rates[1]
         print(f"{TARGET_WORKERS} workers / 1 worker: {speedup:.2f} (target >= {TARGET_SPEEDUP}: "
               f"{'met' if speedup >= TARGET_SPEEDUP else 'NOT met'})")
-    print(json.dumps({"cores": os.cpu_count(), "samples": samples, "images_per_s": rates}))
+    print(json.dumps({"cores": os.cpu_count(), "smt": smt_siblings(), "samples": samples, "images_per_s": rates}))
     return 0
 
 
