@@ -29,7 +29,7 @@ struct OrderOptions {
 // Sample `sequence`'s generator (its crop and flip): seeded from one 64-bit
 // mix of the two numbers, distinct for every sequence under one seed.
 // seeded_rng's seed_seq expands its words over the generator's whole state
-// (13 us): 2% of a worker's time per image; this takes about 2 us.
+// (13 us): 1-2% of a worker's time per image; this takes about 2 us.
 [[nodiscard]] std::mt19937_64 sample_rng(std::uint64_t seed, std::uint64_t sequence);
 
 // Shuffles indices in place with rng.

@@ -18,14 +18,28 @@
 # beside the programs and the checkout: about 15 MB, 200 photos with
 # restart markers.
 set -euo pipefail
-if (( $# < 3 )); then
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+usage() {
+  sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'
   exit 2
-fi
+}
+(( $# >= 3 )) || usage
 build=$1 out=$2
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
 bundler=${DEVICE_BUNDLE:-$here/../../../shared/device-bundle}
+# Everything checked before the minutes of compression.
+for program in "$build/servers/serve-imagenet-shards" "$build/tests/bench/recv-throughput"; do
+  [[ -x $program ]] || { echo "no $program: build first (ninja -C $build)" >&2; exit 1; }
+done
+[[ -x $bundler ]] || { echo "no device-bundle at $bundler (set DEVICE_BUNDLE)" >&2; exit 1; }
+for shard in "$@"; do
+  [[ -f $shard && -r $shard ]] || { echo "not a readable shard: $shard" >&2; exit 1; }
+done
+# OUT is emptied: only a folder this script made, or a new one.
+if [[ -e $out && ! -f $out/run-scaling ]]; then
+  echo "$out exists and is not an earlier pack: choose a new folder" >&2
+  exit 1
+fi
 # The checkout's tracked files travel too.
 top=$(git -C "$here" rev-parse --show-toplevel)
 tree=$(cd "$top" && git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)

@@ -35,8 +35,11 @@ def count_samples(pattern):
                            check=True).stdout.split()
     keys = set()
     for path in paths:
-        with tarfile.open(path) as tar:
-            keys.update((path, m.name.split(".")[0]) for m in tar if m.isfile())
+        try:
+            with tarfile.open(path) as tar:
+                keys.update((path, m.name.split(".")[0]) for m in tar if m.isfile())
+        except (OSError, tarfile.TarError) as e:
+            sys.exit(f"cannot read shard {path}: {e}")
     if not keys:
         sys.exit(f"no samples in {pattern}")
     return len(keys)
@@ -73,6 +76,10 @@ def one_run(args, workers):
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             out, _ = consumer.communicate(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            consumer.kill()
+            out = f"no result in --timeout {args.timeout} s"
+            consumer.returncode = -1
         finally:
             server.terminate()
             _, errors = server.communicate(timeout=30)
@@ -108,7 +115,12 @@ def main():
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--timeout", type=int, default=600, help="seconds a run may take")
     args = parser.parse_args()
-    counts = [int(w) for w in args.workers.split(",")]
+    try:
+        counts = [int(w) for w in args.workers.split(",")]
+    except ValueError:
+        parser.error(f"--workers takes worker counts separated by commas, not {args.workers!r}")
+    if min(counts) < 1 or args.batches_per_worker < 1 or args.batch < 1 or args.repeat < 1:
+        parser.error("worker counts, --batches-per-worker, --batch and --repeat must be at least 1")
     if max(counts) >= os.cpu_count():
         print(f"note: {os.cpu_count()} cores: the consumer shares a core with the server above "
               f"{os.cpu_count() - 1} workers", file=sys.stderr)
