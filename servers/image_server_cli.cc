@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "tensorcom/formats/printable.h"
-#include "tensorcom/programs/metrics_server.h"
+#include "tensorcom/metrics/metrics_server.h"
 #include "tensorcom/programs/program.h"
 
 namespace po = boost::program_options;
@@ -100,48 +100,72 @@ bool ImageServerCli::parse(int argc, char** argv) {
 void ImageServerCli::finish() {
   ImageServerOptions& s = server;
   if (s.addresses.empty()) s.addresses = {programs::kDefaultServeUrl};
-  s.augment.validation = vars_.count("val") > 0;
-  const std::optional<Resample> resample = parse_resample(interpolation_);
-  if (!resample) throw ArgumentError("--interpolation must be bilinear, bicubic or fast, not '" + formats::printable(interpolation_) + "'");
-  s.augment.resample = *resample;
   s.should_stop = programs::stop_requested;
   programs::install_stop_handlers();
-  s.format.metadata = vars_.count("meta") > 0;
-  s.order.resample = vars_.count("resample") > 0;
-  if (vars_.count("single")) s.connection.framing = Framing::kSingleBuffer;
-  s.connection.linger = Milliseconds(linger_ms_);
-  s.connection.curve = programs::curve_security(curve_);
+  s.order.with_replacement = vars_.count("resample") > 0;
+  finish_connection();
+  finish_augment();
+  finish_format();
+  check_bounds();
+  if (!s.metrics_address.empty()) (void)metrics::parse_host_port(s.metrics_address);  // refused before serving
+}
+
+void ImageServerCli::finish_connection() {
+  ConnectionOptions& c = server.connection;
+  if (vars_.count("single")) c.framing = Framing::kSingleBuffer;
+  c.linger = Milliseconds(linger_ms_);
+  c.curve = programs::curve_security(curve_);
+}
+
+void ImageServerCli::finish_augment() {
+  imaging::AugmentOptions& a = server.augment;
+  a.validation = vars_.count("val") > 0;
+  const std::optional<imaging::Resample> resample = imaging::parse_resample(interpolation_);
+  if (!resample) {
+    throw ArgumentError("--interpolation must be bilinear, bicubic or fast, not '" +
+                        formats::printable(interpolation_) + "'");
+  }
+  a.resample = *resample;
   if (vars_.count("scale")) {
     auto v = vars_["scale"].as<std::vector<float>>();
     if (v.size() != 2 || !(0 < v[0] && v[0] <= v[1] && v[1] <= 1)) throw ArgumentError("--scale needs 0 < MIN <= MAX <= 1");
-    s.augment.crop.scale_min = v[0];
-    s.augment.crop.scale_max = v[1];
+    a.crop.scale_min = v[0];
+    a.crop.scale_max = v[1];
   }
   if (vars_.count("ratio")) {
     auto v = vars_["ratio"].as<std::vector<float>>();
     if (v.size() != 2 || !(0 < v[0] && v[0] <= v[1])) throw ArgumentError("--ratio needs 0 < MIN <= MAX");
-    s.augment.crop.ratio_min = v[0];
-    s.augment.crop.ratio_max = v[1];
+    a.crop.ratio_min = v[0];
+    a.crop.ratio_max = v[1];
   }
+}
+
+void ImageServerCli::finish_format() {
+  BatchFormat& f = server.format;
+  f.metadata = vars_.count("meta") > 0;
   const std::optional<ImageLayout> layout = parse_layout(layout_);
   if (!layout || *layout == ImageLayout::kBHW) throw ArgumentError("--layout '" + layout_ + "': expected BHWC or BCHW");
-  s.format.layout = *layout;
+  f.layout = *layout;
   if (dtype_ == "uint8") {
-    s.format.pixels = PixelType::kUInt8;
+    f.pixels = PixelType::kUInt8;
   } else if (dtype_ == "float16") {
-    s.format.pixels = PixelType::kFloat16;
+    f.pixels = PixelType::kFloat16;
   } else if (dtype_ == "float32") {
-    s.format.pixels = PixelType::kFloat32;
+    f.pixels = PixelType::kFloat32;
   } else {
     throw ArgumentError("--dtype '" + dtype_ + "': expected uint8, float16 or float32");
   }
-  if (!mean_.empty()) s.format.mean = parse_triple(mean_, "mean");
-  if (!std_.empty()) s.format.std = parse_triple(std_, "std");
+  if (!mean_.empty()) f.mean = parse_triple(mean_, "mean");
+  if (!std_.empty()) f.std = parse_triple(std_, "std");
   try {
-    check_mean_std(s.format.mean, s.format.std);  // refused here, not by every worker
+    check_mean_std(f.mean, f.std);  // refused here, not by every worker
   } catch (const ArgumentError& e) {
     throw ArgumentError(std::string("--mean/--std: ") + e.what());
   }
+}
+
+void ImageServerCli::check_bounds() const {
+  const ImageServerOptions& s = server;
   if (s.format.batch_size == 0 || s.format.size <= 0 || s.workers <= 0) {
     throw ArgumentError("--batch, --size and --workers must be positive");
   }
@@ -158,7 +182,6 @@ void ImageServerCli::finish() {
                         std::to_string(kMostEpochSamples / s.format.batch_size) + " batches of " +
                         std::to_string(s.format.batch_size));
   }
-  if (!s.metrics_address.empty()) (void)programs::parse_host_port(s.metrics_address);  // refused before serving
 }
 
 }  // namespace tensorcom::pipeline

@@ -23,7 +23,12 @@ struct ImageServerCli {
   ImageServerOptions server;
 
  private:
+  // After parsing: the option values checked and turned into `server`.
   void finish();
+  void finish_connection();
+  void finish_augment();
+  void finish_format();
+  void check_bounds() const;
   boost::program_options::variables_map vars_;
   std::string layout_ = "BHWC";
   std::string dtype_ = "uint8";

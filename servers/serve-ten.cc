@@ -12,9 +12,9 @@
 #include "tensorcom/connection.h"
 #include "tensorcom/ten_file.h"
 #include "tensorcom/programs/curve_options.h"
-#include "tensorcom/programs/metrics_server.h"
+#include "tensorcom/metrics/metrics_server.h"
 #include "tensorcom/programs/program.h"
-#include "tensorcom/programs/sender_metrics.h"
+#include "tensorcom/metrics/sender_metrics.h"
 
 namespace po = boost::program_options;
 using namespace tensorcom;
@@ -53,7 +53,7 @@ void pace(double rate, std::uint64_t sent, std::chrono::steady_clock::time_point
 
 // Sends; returns false if a stop signal came first. A PUB connection
 // waits for a subscriber: sending to nobody would only burn a core.
-bool send_unless_stopped(Connection& connection, const TensorList& list, programs::SenderMetrics& metrics) {
+bool send_unless_stopped(Connection& connection, const TensorList& list, metrics::SenderMetrics& metrics) {
   const auto start = std::chrono::steady_clock::now();
   try {
     while (!connection.wait_for_subscriber(Milliseconds(100))) {
@@ -77,11 +77,11 @@ int serve(const ServeTenOptions& options) {
   std::cout << "serve-ten: " << lists.size() << " lists on " << connection.describe();
   for (const std::string& bound : connection.bound_addresses()) std::cout << " [bound " << bound << "]";
   std::cout << std::endl;
-  programs::SenderMetrics metrics;
-  std::unique_ptr<programs::MetricsServer> metrics_server;
+  metrics::SenderMetrics metrics;
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
   if (!options.metrics_address.empty()) {
-    metrics_server = std::make_unique<programs::MetricsServer>(
-        options.metrics_address, [&metrics](programs::MetricsText& out) { metrics.write(out); });
+    metrics_server = std::make_unique<metrics::MetricsServer>(
+        options.metrics_address, [&metrics](metrics::MetricsText& out) { metrics.write(out); });
     std::cout << "serve-ten: metrics: " << metrics_server->url() << std::endl;
   }
 
@@ -101,7 +101,7 @@ int serve(const ServeTenOptions& options) {
   const Statistics& stats = connection.stats();
   std::cout << "serve-ten: done, " << stats.batches() << " batches, " << stats.samples() << " samples, "
             << stats.bytes() << " bytes in " << stats.seconds() << " s" << std::endl;
-  if (metrics_server) programs::hold_for_scrapes(options.metrics_hold_s, programs::stop_requested);
+  if (metrics_server) metrics::hold_for_scrapes(options.metrics_hold_s, programs::stop_requested);
   return 0;
 }
 
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
     if (vars.count("single")) o.connection.framing = Framing::kSingleBuffer;
     o.connection.linger = Milliseconds(linger_ms);
     o.connection.curve = programs::curve_security(curve);
-    if (!o.metrics_address.empty()) (void)programs::parse_host_port(o.metrics_address);  // refused before serving
+    if (!o.metrics_address.empty()) (void)metrics::parse_host_port(o.metrics_address);  // refused before serving
     programs::install_stop_handlers();
     return serve(o);
   });

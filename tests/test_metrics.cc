@@ -1,4 +1,4 @@
-// The Prometheus text exposition writer (tensorcom/programs/metrics.h), the
+// The Prometheus text exposition writer (tensorcom/metrics/metrics.h), the
 // --metrics address parser, and the sending and receiving sides' families.
 #include <doctest/doctest.h>
 
@@ -6,13 +6,13 @@
 #include <limits>
 
 #include "tensorcom/error.h"
-#include "tensorcom/programs/metrics.h"
-#include "tensorcom/programs/metrics_server.h"
-#include "tensorcom/programs/receiver_metrics.h"
-#include "tensorcom/programs/sender_metrics.h"
+#include "tensorcom/metrics/metrics.h"
+#include "tensorcom/metrics/metrics_server.h"
+#include "tensorcom/metrics/receiver_metrics.h"
+#include "tensorcom/metrics/sender_metrics.h"
 
 using namespace tensorcom;
-using namespace tensorcom::programs;
+using namespace tensorcom::metrics;
 
 TEST_CASE("metrics text") {
   MetricsText out;

@@ -22,9 +22,9 @@
 
 #include "batch_source.h"
 #include "json.h"
-#include "tensorcom/programs/metrics_server.h"
+#include "tensorcom/metrics/metrics_server.h"
 #include "tensorcom/programs/program.h"
-#include "tensorcom/programs/receiver_metrics.h"
+#include "tensorcom/metrics/receiver_metrics.h"
 
 namespace po = boost::program_options;
 using namespace tensorcom;
@@ -221,18 +221,18 @@ class Monitor {
 };
 
 // Serves the receiver's metrics while it lives, if an address was given.
-std::unique_ptr<programs::MetricsServer> start_metrics(const MonitorOptions& options,
-                                                        const programs::ReceiverMetrics& metrics) {
+std::unique_ptr<metrics::MetricsServer> start_metrics(const MonitorOptions& options,
+                                                        const metrics::ReceiverMetrics& metrics) {
   if (options.metrics_address.empty()) return nullptr;
-  auto server = std::make_unique<programs::MetricsServer>(
-      options.metrics_address, [&metrics](programs::MetricsText& out) { metrics.write(out); });
+  auto server = std::make_unique<metrics::MetricsServer>(
+      options.metrics_address, [&metrics](metrics::MetricsText& out) { metrics.write(out); });
   std::cerr << "tensormon: metrics: " << server->url() << std::endl;
   return server;
 }
 
 int monitor(const MonitorOptions& options) {
   BatchSource source("tensormon", options.source);
-  programs::ReceiverMetrics metrics;
+  metrics::ReceiverMetrics metrics;
   const auto metrics_server = start_metrics(options, metrics);
   Monitor monitor(options);
   source.set_before_message([&monitor] { monitor.end_live_line(); });
@@ -272,7 +272,7 @@ int main(int argc, char** argv) {
     if (o.report < 1) throw po::error("--report must be at least 1");
     if (o.count < 0) throw po::error("--count must not be negative");
     if (!(o.step_ms >= 0 && o.step_ms <= 3.6e6)) throw po::error("--step-ms must be from 0 to 3600000");
-    if (!o.metrics_address.empty()) (void)programs::parse_host_port(o.metrics_address);  // refused before receiving
+    if (!o.metrics_address.empty()) (void)metrics::parse_host_port(o.metrics_address);  // refused before receiving
     o.live = !o.json && ::isatty(STDOUT_FILENO);
     return monitor(o);
   });

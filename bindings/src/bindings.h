@@ -46,5 +46,6 @@ namespace py = pybind11;
 void bind_errors(py::module_& m);
 void bind_tenbin(py::module_& m);
 void bind_connection(py::module_& m);
+void bind_imaging(py::module_& m);
 
 }  // namespace tensorcom::python

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "bindings.h"
-#include "tensorcom/programs/metrics_server.h"
-#include "tensorcom/programs/receiver_metrics.h"
+#include "tensorcom/metrics/metrics_server.h"
+#include "tensorcom/metrics/receiver_metrics.h"
 
 namespace tensorcom::python {
 
@@ -118,16 +118,16 @@ class PyConnection {
     std::lock_guard lock(mutex_);
     if (metrics_server_) throw ArgumentError("this connection already serves metrics at " + metrics_server_->url());
     metrics_.update(connection_);
-    metrics_server_ = std::make_unique<programs::MetricsServer>(
-        address, [this](programs::MetricsText& out) { metrics_.write(out); });
+    metrics_server_ = std::make_unique<metrics::MetricsServer>(
+        address, [this](metrics::MetricsText& out) { metrics_.write(out); });
     return metrics_server_->url();
   }
 
  private:
   std::mutex mutex_;
   Connection connection_;
-  programs::ReceiverMetrics metrics_;  // updated after each recv once serving
-  std::unique_ptr<programs::MetricsServer> metrics_server_;  // declared last: stops before what it reads goes
+  metrics::ReceiverMetrics metrics_;  // updated after each recv once serving
+  std::unique_ptr<metrics::MetricsServer> metrics_server_;  // declared last: stops before what it reads goes
 };
 
 py::tuple batch_tuple(const TensorList& batch) { return py::make_tuple(to_arrays(batch), infos_of(batch)); }

@@ -8,13 +8,14 @@
 
 #include "bindings.h"
 #include "tensorcom/error.h"
+#include "tensorcom/imaging/problem.h"
 
 namespace tensorcom::python {
 
 namespace {
 
 struct ExceptionClasses {
-  py::object error, format, argument, io, url, transport, timeout, unavailable;
+  py::object error, format, argument, io, url, transport, timeout, unavailable, image;
 };
 
 // Set once at import; the module keeps the classes alive.
@@ -53,6 +54,8 @@ void translate(std::exception_ptr pointer) {
     raise(classes->transport, e.what(), py::dict(py::arg("code") = e.code()));
   } catch (const UnavailableError& e) {
     raise(classes->unavailable, e.what());
+  } catch (const imaging::ImageError& e) {
+    raise(classes->image, e.what(), py::dict(py::arg("problem") = std::string(imaging::problem_name(e.problem()))));
   } catch (const Error& e) {
     raise(classes->error, e.what());
   }
@@ -76,6 +79,8 @@ void bind_errors(py::module_& m) {
       make_class(m, "TransportError", "ZeroMQ failed; code is its errno (0 if none).", py::make_tuple(c->error));
   c->timeout = make_class(m, "TimeoutError", "Every peer was silent past the timeout.",
                           py::make_tuple(c->transport, builtins.attr("TimeoutError")));
+  c->image = make_class(m, "ImageError", "An image that cannot be decoded; problem names why (\"undecodable\", ...).",
+                        py::make_tuple(c->error, builtins.attr("ValueError")));
   c->unavailable = make_class(m, "UnavailableError", "A feature this build of tensorcom was configured without.",
                               py::make_tuple(c->error, builtins.attr("NotImplementedError")));
   classes = c;

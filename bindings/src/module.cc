@@ -3,8 +3,9 @@
 #include "bindings.h"
 
 PYBIND11_MODULE(_tensorcom, m) {
-  m.doc() = "tensorcom's C++ core: the tenbin codec, .ten files, Connection";
+  m.doc() = "tensorcom's C++ core: the tenbin codec, .ten files, Connection, the imaging engine";
   tensorcom::python::bind_errors(m);
   tensorcom::python::bind_tenbin(m);
   tensorcom::python::bind_connection(m);
+  tensorcom::python::bind_imaging(m);
 }

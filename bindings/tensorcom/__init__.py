@@ -12,13 +12,16 @@ long as any of them. tensorcom.tenbin encodes and decodes the format;
 tensorcom.zcom is the reference's module of that name (`from tensorcom import
 zcom, tenbin` code runs unchanged, see docs/python.md);
 tensorcom.TensorcomDataset (needs torch) is a torch IterableDataset;
-tensorcom.rank_urls picks a data-parallel rank's servers.
+tensorcom.rank_urls picks a data-parallel rank's servers;
+tensorcom.imaging has torchvision's transforms on encoded images, for any
+DataLoader.
 """
 
 from ._tensorcom import (  # noqa: F401
     ArgumentError,
     Error,
     FormatError,
+    ImageError,
     IoError,
     Statistics,
     TimeoutError,
@@ -26,15 +29,15 @@ from ._tensorcom import (  # noqa: F401
     UnavailableError,
     UrlError,
 )
-from . import tenbin, zcom  # noqa: F401
+from . import imaging, tenbin, zcom  # noqa: F401
 from .connection import Connection  # noqa: F401
 from .converters import converter_table, listify, tonumpy, totorch, transform_with  # noqa: F401
 from .ranks import rank_urls  # noqa: F401
 
 __all__ = [
-    "Connection", "TensorcomDataset", "tenbin", "zcom", "converter_table", "tonumpy", "totorch", "transform_with",
+    "Connection", "TensorcomDataset", "imaging", "tenbin", "zcom", "converter_table", "tonumpy", "totorch", "transform_with",
     "listify", "rank_urls",
-    "Error", "FormatError", "ArgumentError", "IoError", "UrlError", "TransportError", "TimeoutError",
+    "Error", "FormatError", "ImageError", "ArgumentError", "IoError", "UrlError", "TransportError", "TimeoutError",
     "UnavailableError", "Statistics",
 ]
 

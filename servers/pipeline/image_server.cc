@@ -12,10 +12,11 @@
 #include "bounded_queue.h"
 #include "sample_label.h"
 #include "skip_counter.h"
+#include "stage_clock.h"
 #include "tensorcom/formats/printable.h"
 #include "tensorcom/metadata.h"
-#include "tensorcom/programs/metrics_server.h"
-#include "tensorcom/programs/sender_metrics.h"
+#include "tensorcom/metrics/metrics_server.h"
+#include "tensorcom/metrics/sender_metrics.h"
 #include "tensorcom/url.h"
 
 namespace tensorcom::pipeline {
@@ -37,21 +38,6 @@ std::uint64_t peak_memory_mib() {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kRelaxed = std::memory_order_relaxed;
-
-// Time one thread spent in a stage, read by scrapes. Each thread adds only
-// to its own clocks, on a cache line of their own: timing a sample costs two
-// clock reads and an uncontended relaxed add, no lock.
-struct alignas(64) StageClock {
-  std::atomic<Clock::rep> ticks{0};
-  void add(Clock::duration spent) noexcept { ticks.fetch_add(spent.count(), kRelaxed); }
-  [[nodiscard]] Clock::rep read() const noexcept { return ticks.load(kRelaxed); }
-};
-
-// A worker's two stages.
-struct WorkerClocks {
-  StageClock decode;
-  StageClock augment;  // crop, resize, flip and conversion into the batch
-};
 
 class ImageServer {
  public:
@@ -97,12 +83,17 @@ class ImageServer {
   bool emit(RawSample sample);
   void clock_reading();  // adds the reader's time since read_mark_ to the read stage
   void work(std::size_t worker);
+  // The sample's label, or nothing when it is skipped (counted).
+  [[nodiscard]] std::optional<std::int32_t> admit(const RawSample& sample);
+  // Decodes and augments the sample into the next batch slot, or skips it.
+  void augment_into_batch(imaging::ImageAugmenter& augmenter, RawSample& sample, std::int32_t label,
+                          std::vector<std::uint8_t>& scratch, WorkerClocks& clocks);
   void publish();
   bool send(const TensorList& batch);
   void report() const;
   void summary(double seconds) const;
-  void write_metrics(programs::MetricsText& out);
-  [[nodiscard]] std::unique_ptr<programs::MetricsServer> start_metrics();
+  void write_metrics(metrics::MetricsText& out);
+  [[nodiscard]] std::unique_ptr<metrics::MetricsServer> start_metrics();
 
   const ImageServerOptions& options_;
   SampleSource& source_;
@@ -118,7 +109,7 @@ class ImageServer {
   std::atomic<std::uint64_t> jpegs_total_{0};
   std::atomic<bool> failed_{false};  // the data held nothing to serve
   std::atomic<bool> stop_{false};    // should_stop said so (set by the watcher)
-  programs::SenderMetrics sent_;     // batches and samples sent, time blocked sending
+  metrics::SenderMetrics sent_;     // batches and samples sent, time blocked sending
   StageClock read_clock_;            // the reader's time, less its waits for room in the queue
   Clock::time_point read_mark_{};    // reader thread: when its current stretch of reading began
   std::unique_ptr<WorkerClocks[]> worker_clocks_;  // one per worker
@@ -212,54 +203,65 @@ bool ImageServer::emit(RawSample sample) {
   return taken;
 }
 
+std::optional<std::int32_t> ImageServer::admit(const RawSample& sample) {
+  using imaging::Problem;
+  if (sample.unreadable) {
+    skips_.skip(Problem::kUnreadableFile, sample.key, sample.shard, *sample.unreadable);
+    return std::nullopt;
+  }
+  if (sample.oversized_image) {
+    skips_.skip(Problem::kTooLarge, sample.key, sample.shard,
+                "image of " + std::to_string(sample.oversized_image) + " bytes; the limit is " +
+                    std::to_string(options_.max_image_bytes));
+    return std::nullopt;
+  }
+  const Label label = label_of(sample, options_.classes);
+  if (label.problem) {
+    skips_.skip(*label.problem, sample.key, sample.shard, label.detail);
+    return std::nullopt;
+  }
+  if (!sample.image || sample.image->empty()) {
+    skips_.skip(sample.image ? Problem::kEmpty : Problem::kNoImage, sample.key, sample.shard, "");
+    return std::nullopt;
+  }
+  return label.value;
+}
+
+void ImageServer::augment_into_batch(imaging::ImageAugmenter& augmenter, RawSample& sample, std::int32_t label,
+                                     std::vector<std::uint8_t>& scratch, WorkerClocks& clocks) {
+  auto slot = assembler_.acquire();
+  if (!slot) return;  // cancelled
+  auto rng = sample_rng(options_.order.seed, sample.sequence);
+  const Clock::time_point start = Clock::now();
+  const Clock::duration decoded_before = augmenter.decode_time();
+  // Timed whether the sample is kept or not: a bad image costs time too.
+  auto time_sample = [&] {
+    const Clock::duration decoding = augmenter.decode_time() - decoded_before;
+    clocks.decode.add(decoding);
+    clocks.augment.add(Clock::now() - start - decoding);
+  };
+  try {
+    augmenter.augment(*sample.image, rng, slot->direct ? slot->direct : scratch.data());
+    assembler_.commit(*slot, scratch.data(), label, std::move(sample.key), std::move(sample.shard),
+                      augmenter.last_geometry());
+    time_sample();
+  } catch (const imaging::ImageError& e) {
+    time_sample();
+    assembler_.abandon(*slot);
+    skips_.skip(e.problem(), sample.key, sample.shard, e.what());
+  } catch (const std::exception& e) {
+    time_sample();
+    assembler_.abandon(*slot);
+    skips_.skip(imaging::Problem::kUndecodable, sample.key, sample.shard, e.what());
+  }
+}
+
 void ImageServer::work(std::size_t worker) {
-  WorkerClocks& clocks = worker_clocks_[worker];
-  ImageAugmenter augmenter(options_.augment, options_.format.size);
+  imaging::ImageAugmenter augmenter(options_.augment, options_.format.size);
   std::vector<std::uint8_t> scratch(assembler_.format().direct() ? 0 : assembler_.format().image_bytes());
   while (auto sample = queue_.pop()) {
-    if (sample->unreadable) {
-      skips_.skip("unreadable file", sample->key, sample->shard, *sample->unreadable);
-      continue;
-    }
-    if (sample->oversized_image) {
-      skips_.skip("too large", sample->key, sample->shard,
-                  "image of " + std::to_string(sample->oversized_image) + " bytes; the limit is " +
-                      std::to_string(options_.max_image_bytes));
-      continue;
-    }
-    Label label = label_of(*sample, options_.classes);
-    if (!label.problem.empty()) {
-      skips_.skip(label.problem, sample->key, sample->shard, label.detail);
-      continue;
-    }
-    if (!sample->image || sample->image->empty()) {
-      skips_.skip(sample->image ? "empty" : "no image", sample->key, sample->shard, "");
-      continue;
-    }
-    auto slot = assembler_.acquire();
-    if (!slot) break;  // cancelled
-    auto rng = sample_rng(options_.order.seed, sample->sequence);
-    const Clock::time_point start = Clock::now();
-    const Clock::duration decoded_before = augmenter.decode_time();
-    // Timed whether the sample is kept or not: a bad image costs time too.
-    auto time_sample = [&] {
-      const Clock::duration decoding = augmenter.decode_time() - decoded_before;
-      clocks.decode.add(decoding);
-      clocks.augment.add(Clock::now() - start - decoding);
-    };
-    try {
-      augmenter.augment(*sample->image, rng, slot->direct ? slot->direct : scratch.data());
-      assembler_.commit(*slot, scratch.data(), label.value, std::move(sample->key), std::move(sample->shard),
-                        augmenter.last_geometry());
-      time_sample();
-    } catch (const SampleError& e) {
-      time_sample();
-      assembler_.abandon(*slot);
-      skips_.skip(e.reason(), sample->key, sample->shard, e.what());
-    } catch (const std::exception& e) {
-      time_sample();
-      assembler_.abandon(*slot);
-      skips_.skip("undecodable", sample->key, sample->shard, e.what());
+    if (const auto label = admit(*sample)) {
+      augment_into_batch(augmenter, *sample, *label, scratch, worker_clocks_[worker]);
     }
   }
   jpegs_sliced_ += augmenter.jpeg_counts().sliced;
@@ -336,7 +338,7 @@ int ImageServer::run() {
             << connection_.describe();
   for (const std::string& bound : connection_.bound_addresses()) std::cout << " [bound " << bound << "]";
   std::cout << std::endl;
-  const std::unique_ptr<programs::MetricsServer> metrics = start_metrics();
+  const std::unique_ptr<metrics::MetricsServer> metrics = start_metrics();
 
   const auto start = std::chrono::steady_clock::now();
   std::thread reader([this] {
@@ -377,35 +379,40 @@ int ImageServer::run() {
   }
   stop_threads();
   summary(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  if (metrics) programs::hold_for_scrapes(options_.metrics_hold_s, options_.should_stop);
+  if (metrics) metrics::hold_for_scrapes(options_.metrics_hold_s, options_.should_stop);
   return failed_ ? 1 : 0;
 }
 
-std::unique_ptr<programs::MetricsServer> ImageServer::start_metrics() {
+std::unique_ptr<metrics::MetricsServer> ImageServer::start_metrics() {
   if (options_.metrics_address.empty()) return nullptr;
-  auto server = std::make_unique<programs::MetricsServer>(options_.metrics_address,
-                                                          [this](programs::MetricsText& out) { write_metrics(out); });
+  auto server = std::make_unique<metrics::MetricsServer>(options_.metrics_address,
+                                                          [this](metrics::MetricsText& out) { write_metrics(out); });
   std::cout << options_.program << ": metrics: " << server->url() << std::endl;
   return server;
 }
 
 // On the metrics server's thread: reads atomics, and takes the queue's,
 // the assembler's and the skip counter's locks briefly.
-void ImageServer::write_metrics(programs::MetricsText& out) {
+void ImageServer::write_metrics(metrics::MetricsText& out) {
   Clock::rep decode = 0, augment = 0;
   for (std::size_t i = 0; i < worker_count(); ++i) {
     decode += worker_clocks_[i].decode.read();
     augment += worker_clocks_[i].augment.read();
   }
-  sent_.write(out, {{"read", programs::seconds_of(read_clock_.read())},
-                    {"decode", programs::seconds_of(decode)},
-                    {"augment", programs::seconds_of(augment)}});
-  out.family("tensorcom_server_skipped_samples_total", programs::MetricType::kCounter,
+  sent_.write(out, {{"read", metrics::seconds_of(read_clock_.read())},
+                    {"decode", metrics::seconds_of(decode)},
+                    {"augment", metrics::seconds_of(augment)}});
+  out.family("tensorcom_server_skipped_samples_total", metrics::MetricType::kCounter,
              "Samples skipped instead of served, by reason.");
-  for (const auto& [reason, count] : skips_.counts()) out.sample(count, {{"reason", reason}});
+  // Every reason from the start, at 0 until it happens: a query for one
+  // finds its series on a healthy server too.
+  const SkipCounter::Counts skipped = skips_.counts();
+  for (const imaging::Problem problem : imaging::kAllProblems) {
+    out.sample(skipped[static_cast<std::size_t>(problem)], {{"reason", imaging::problem_name(problem)}});
+  }
   out.counter("tensorcom_server_shard_errors_total", "Shards (or files) abandoned part way for an error.",
               shard_errors_.load(kRelaxed));
-  out.family("tensorcom_server_queue_depth", programs::MetricType::kGauge,
+  out.family("tensorcom_server_queue_depth", metrics::MetricType::kGauge,
              "Items waiting now: encoded samples for a worker (decode), full batches for sending (send).");
   out.sample(static_cast<double>(queue_.size()), {{"queue", "decode"}});
   out.sample(static_cast<double>(assembler_.ready_batches()), {{"queue", "send"}});
@@ -429,7 +436,7 @@ int run_image_server(const ImageServerOptions& options, SampleSource& source) {
     throw ArgumentError("--subscribers counts PUB subscribers: serve on zpub:// or zrpub://, not " +
                         options.addresses.front());
   }
-  configure_opencv_for_workers();
+  imaging::configure_opencv_for_workers();
   ImageServer server(options, source);
   return server.run();
 }

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "batch_format.h"
-#include "image_augmenter.h"
 #include "sample_order.h"
 #include "sample_source.h"
 #include "tensorcom/connection.h"
+#include "tensorcom/imaging/augmenter.h"
 
 namespace tensorcom::pipeline {
 
@@ -21,7 +21,7 @@ struct ImageServerOptions {
   std::string program = "serve-imagenet";   // prefix of every line it prints
   std::vector<std::string> addresses;       // URLs to serve on (brace-expanded); at least one
   BatchFormat format;
-  AugmentOptions augment;
+  imaging::AugmentOptions augment;
   OrderOptions order;
   std::size_t shuffle_buffer = 1000;  // samples mixed across shards (0: none)
   int workers = 1;                    // decoding threads

@@ -5,16 +5,18 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "raw_sample.h"
+#include "tensorcom/imaging/problem.h"
 
 namespace tensorcom::pipeline {
 
 // A sample's label, or why it has none usable.
 struct Label {
   std::int32_t value = 0;  // 0 when there is a problem
-  std::string problem;     // empty when value is good, else "missing label", "bad label" or "label out of range"
+  std::optional<imaging::Problem> problem;  // none when value is good, else kMissingLabel, kBadLabel or kLabelOutOfRange
   std::string detail;      // for the skip message: the text (its first 40 bytes) or the value
 };
 

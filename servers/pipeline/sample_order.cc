@@ -14,24 +14,6 @@ std::mt19937_64 seeded_rng(std::initializer_list<std::uint64_t> parts) {
   return std::mt19937_64(seq);
 }
 
-namespace {
-
-// splitmix64's finaliser: a bijection of 64-bit numbers that spreads every
-// input bit over the output.
-std::uint64_t mix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EB;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
-std::mt19937_64 sample_rng(std::uint64_t seed, std::uint64_t sequence) {
-  // Bijective in sequence for a given seed: no two samples share a stream.
-  return std::mt19937_64(mix64(mix64(seed) ^ sequence));
-}
-
 void fisher_yates(std::vector<std::size_t>& indices, std::mt19937_64& rng) {
   for (std::size_t i = indices.size(); i > 1; --i) {
     // rng() % i is biased by at most i / 2^64: negligible for shard counts.
@@ -42,7 +24,7 @@ void fisher_yates(std::vector<std::size_t>& indices, std::mt19937_64& rng) {
 
 std::vector<std::size_t> epoch_units(std::size_t count, std::uint64_t epoch, const OrderOptions& o) {
   const std::size_t world = o.world ? o.world : 1;
-  if (o.resample) {
+  if (o.with_replacement) {
     auto rng = seeded_rng({o.seed, epoch, o.rank, 1});
     std::vector<std::size_t> drawn((count + world - 1) / world);
     for (auto& unit : drawn) unit = static_cast<std::size_t>(rng() % count);

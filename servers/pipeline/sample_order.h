@@ -13,6 +13,8 @@
 #include <random>
 #include <vector>
 
+#include "tensorcom/imaging/sample_rng.h"
+
 namespace tensorcom::pipeline {
 
 struct OrderOptions {
@@ -20,17 +22,15 @@ struct OrderOptions {
   bool shuffle_units = true;  // shuffle shard/file order each epoch
   std::size_t rank = 0;       // this server's share of the units ...
   std::size_t world = 1;      // ... among this many servers
-  bool resample = false;      // draw units with replacement instead
+  bool with_replacement = false;  // draw units with replacement instead
 };
 
 // A generator seeded from several numbers (seed, epoch, ...).
 [[nodiscard]] std::mt19937_64 seeded_rng(std::initializer_list<std::uint64_t> parts);
 
-// Sample `sequence`'s generator (its crop and flip): seeded from one 64-bit
-// mix of the two numbers, distinct for every sequence under one seed.
-// seeded_rng's seed_seq expands its words over the generator's whole state
-// (13 us): 1-2% of a worker's time per image; this takes about 2 us.
-[[nodiscard]] std::mt19937_64 sample_rng(std::uint64_t seed, std::uint64_t sequence);
+// Sample `sequence`'s generator (its crop and flip), as every augmenter
+// draws it.
+using imaging::sample_rng;
 
 // Shuffles indices in place with rng.
 void fisher_yates(std::vector<std::size_t>& indices, std::mt19937_64& rng);

@@ -9,10 +9,10 @@ namespace tensorcom::pipeline {
 SkipCounter::SkipCounter(std::string prefix, std::chrono::milliseconds warning_interval)
     : prefix_(std::move(prefix)), interval_(warning_interval) {}
 
-void SkipCounter::skip(const std::string& reason, const std::string& key, const std::string& shard,
+void SkipCounter::skip(imaging::Problem problem, const std::string& key, const std::string& shard,
                        const std::string& detail) {
   std::lock_guard lock(mutex_);
-  ++counts_[reason];
+  ++counts_[static_cast<std::size_t>(problem)];
   auto now = std::chrono::steady_clock::now();
   if (last_warning_ != std::chrono::steady_clock::time_point{} && now - last_warning_ < interval_) {
     ++unreported_;
@@ -20,31 +20,39 @@ void SkipCounter::skip(const std::string& reason, const std::string& key, const 
   }
   last_warning_ = now;
   std::cerr << prefix_ << ": skipped sample '" << formats::printable(key) << "' of " << formats::printable(shard)
-            << ": " << reason;
+            << ": " << imaging::problem_name(problem);
   if (!detail.empty()) std::cerr << " (" << formats::printable(detail) << ")";
   if (unreported_) std::cerr << "; " << unreported_ << " more skipped since the last warning";
   std::cerr << '\n';
   unreported_ = 0;
 }
 
-std::map<std::string, std::uint64_t> SkipCounter::counts() const {
+SkipCounter::Counts SkipCounter::counts() const {
   std::lock_guard lock(mutex_);
   return counts_;
+}
+
+std::uint64_t SkipCounter::count(imaging::Problem problem) const {
+  std::lock_guard lock(mutex_);
+  return counts_[static_cast<std::size_t>(problem)];
 }
 
 std::uint64_t SkipCounter::total() const {
   std::lock_guard lock(mutex_);
   std::uint64_t sum = 0;
-  for (const auto& [reason, count] : counts_) sum += count;
+  for (const std::uint64_t count : counts_) sum += count;
   return sum;
 }
 
 std::string SkipCounter::summary() const {
   std::lock_guard lock(mutex_);
-  if (counts_.empty()) return "none";
   std::string out;
-  for (const auto& [reason, count] : counts_) out += (out.empty() ? "" : ", ") + reason + " " + std::to_string(count);
-  return out;
+  for (const imaging::Problem problem : imaging::kAllProblems) {
+    const std::uint64_t count = counts_[static_cast<std::size_t>(problem)];
+    if (count == 0) continue;
+    out += (out.empty() ? "" : ", ") + std::string(imaging::problem_name(problem)) + " " + std::to_string(count);
+  }
+  return out.empty() ? "none" : out;
 }
 
 }  // namespace tensorcom::pipeline

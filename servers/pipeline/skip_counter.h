@@ -2,11 +2,13 @@
 // at a bounded rate, naming the sample and its shard. Thread-safe.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <string>
+
+#include "tensorcom/imaging/problem.h"
 
 namespace tensorcom::pipeline {
 
@@ -17,9 +19,12 @@ class SkipCounter {
 
   // Counts one skipped sample; warns unless a warning was printed within the
   // interval (the count still grows).
-  void skip(const std::string& reason, const std::string& key, const std::string& shard, const std::string& detail);
+  void skip(imaging::Problem problem, const std::string& key, const std::string& shard, const std::string& detail);
 
-  [[nodiscard]] std::map<std::string, std::uint64_t> counts() const;
+  // Per problem, every one of imaging::kAllProblems (0 for those not seen).
+  using Counts = std::array<std::uint64_t, imaging::kAllProblems.size()>;
+  [[nodiscard]] Counts counts() const;
+  [[nodiscard]] std::uint64_t count(imaging::Problem problem) const;
   [[nodiscard]] std::uint64_t total() const;
   // "none" or "undecodable 3, missing label 1".
   [[nodiscard]] std::string summary() const;
@@ -28,7 +33,7 @@ class SkipCounter {
   std::string prefix_;
   std::chrono::milliseconds interval_;
   mutable std::mutex mutex_;
-  std::map<std::string, std::uint64_t> counts_;
+  Counts counts_{};
   std::chrono::steady_clock::time_point last_warning_{};
   std::uint64_t unreported_ = 0;
 };

@@ -21,11 +21,12 @@
 #include <string>
 #include <vector>
 
-#include "image_augmenter.h"
+#include "tensorcom/imaging/augmenter.h"
 #include "load_jpegs.h"
-#include "sample_order.h"
+#include "tensorcom/imaging/sample_rng.h"
 
-using namespace tensorcom::pipeline;
+using namespace tensorcom::imaging;
+
 
 int main(int argc, char** argv) {
   bool decode_only = false;
@@ -52,7 +53,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   ImageAugmenter augmenter(options, 224);
-  std::vector<std::uint8_t> out(static_cast<std::size_t>(augmenter.size()) * augmenter.size() * 3);
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(augmenter.output().width) * augmenter.output().height * 3);
   std::size_t failures = 0;
   // Each pass times the images in chunks; a chunk's time is its best over
   // the passes: on a shared machine, what other tenants take lands in some
@@ -72,7 +73,7 @@ int main(int argc, char** argv) {
           } else {
             augmenter.augment(jpegs[i], rng, out.data());
           }
-        } catch (const SampleError&) {
+        } catch (const ImageError&) {
           ++failures;
         }
       }

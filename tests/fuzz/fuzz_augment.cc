@@ -2,16 +2,16 @@
 // region decoding, CMYK and greyscale conversion, OpenCV for the rest). The
 // first 8 bytes choose the transform and seed the crop, the rest is the
 // image; it must come out as size x size pixels or be refused with a
-// SampleError, within the pixel limit's memory.
+// ImageError, within the pixel limit's memory.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
 
-#include "image_augmenter.h"
+#include "tensorcom/imaging/augmenter.h"
 
-using namespace tensorcom::pipeline;
+using namespace tensorcom::imaging;
 
 namespace {
 
@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<std::uint8_t> out(kSize * kSize * 3 + 1, 0xa5);
   try {
     augmenter(seed & 1).augment(image, rng, out.data());
-  } catch (const SampleError&) {
+  } catch (const ImageError&) {
   }
   if (out.back() != 0xa5) __builtin_trap();  // wrote past the image
   return 0;

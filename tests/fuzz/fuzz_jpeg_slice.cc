@@ -14,11 +14,11 @@
 #include <cstdlib>
 #include <vector>
 
-#include "image_augmenter.h"
-#include "jpeg_region.h"
-#include "jpeg_restart_slice.h"
+#include "tensorcom/imaging/augmenter.h"
+#include "jpeg/jpeg_region.h"
+#include "jpeg/jpeg_restart_slice.h"
 
-using namespace tensorcom::pipeline;
+using namespace tensorcom::imaging;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 8) return 0;
@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   JpegInfo info;
   try {
     info = decoder.read_header(jpeg);
-  } catch (const SampleError&) {
+  } catch (const ImageError&) {
     return 0;
   }
   if (info.width <= 0 || info.height <= 0 || static_cast<std::uint64_t>(info.width) * info.height > (1u << 22)) {
@@ -61,7 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const std::uint8_t* row = r.pixels + static_cast<std::size_t>(y) * r.stride;
         pixels.insert(pixels.end(), row, row + static_cast<std::size_t>(r.width) * 4);
       }
-    } catch (const SampleError&) {
+    } catch (const ImageError&) {
       pixels.clear();
     }
     if (warned) *warned = decoder.warnings() > 0;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "memory_file.h"
-#include "restart_markers.h"
+#include "restart_members.h"
 #include "tensorcom/error.h"
 #include "tensorcom/formats/shard_reader.h"
 #include "tensorcom/formats/tar_encoder.h"

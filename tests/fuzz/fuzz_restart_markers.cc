@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "restart_markers.h"
+#include "tensorcom/imaging/restart_markers.h"
 #include "tensorcom/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -17,12 +17,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::uint64_t max_pixels = (data[0] & 1) ? 4096 : std::uint64_t{1} << 22;
   tensorcom::formats::ByteBuffer once;
   try {
-    once = make_shards::with_restart_markers(jpeg, max_pixels);
+    once = tensorcom::imaging::with_restart_markers(jpeg, max_pixels);
   } catch (const tensorcom::FormatError&) {
     return 0;
   }
   try {
-    (void)make_shards::with_restart_markers(once, max_pixels);
+    (void)tensorcom::imaging::with_restart_markers(once, max_pixels);
   } catch (const tensorcom::FormatError&) {
     __builtin_trap();  // libjpeg wrote a file it cannot read
   }

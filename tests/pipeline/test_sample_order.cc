@@ -37,7 +37,7 @@ TEST_CASE("epoch units") {
     CHECK(std::set<std::size_t>(all.begin(), all.end()).size() == 10);
   }
   SUBCASE("resampling draws with replacement") {
-    o.resample = true;
+    o.with_replacement = true;
     auto drawn = epoch_units(50, 0, o);
     CHECK(drawn.size() == 50);
     CHECK(std::set<std::size_t>(drawn.begin(), drawn.end()).size() < 50);

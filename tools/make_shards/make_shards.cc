@@ -23,7 +23,7 @@
 
 #include "ordered_jobs.h"
 #include "samples.h"
-#include "restart_markers.h"
+#include "restart_members.h"
 #include "synthetic_image.h"
 #include "tensorcom/brace.h"
 #include "tensorcom/error.h"
@@ -32,6 +32,8 @@
 #include "tensorcom/formats/shard_writer.h"
 #include "tensorcom/formats/tar_encoder.h"
 #include "tensorcom/formats/webdataset.h"
+#include "tensorcom/imaging/format.h"
+#include "tensorcom/imaging/restart_markers.h"
 #include "tensorcom/programs/program.h"
 
 namespace po = boost::program_options;
@@ -344,7 +346,9 @@ int run(int argc, char** argv) {
       jobs, read,
       [&](Item& item) {
         item.image = image_bytes(*item.sample, synthetic);
-        if (restart_markers && item.sample->extension == "jpg") item.unchanged = add_restart_markers(item.image);
+        if (restart_markers && imaging::sniff_format(item.image) == imaging::ImageFormat::kJpeg) {
+          item.unchanged = imaging::add_restart_markers(item.image);
+        }
       },
       [&](const Item& item) {
         const Sample& sample = *item.sample;

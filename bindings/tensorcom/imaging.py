@@ -1,0 +1,430 @@
+"""tensorcom.imaging: torchvision's transforms on encoded images, in C++.
+
+Swap torchvision's PIL transforms for these and keep the rest of the
+DataLoader: they take the image's encoded bytes (a JPEG, PNG, PNM, BMP or
+WebP file's contents, as an ImageFolder loader or a webdataset tar yields
+them) and return uint8 HWC numpy arrays with torchvision's pixels:
+
+    from tensorcom import imaging
+
+    train = imaging.Compose([
+        imaging.RandomResizedCrop(224),
+        imaging.RandomHorizontalFlip(),
+        imaging.PILToTensor(),            # uint8 CHW torch tensor, as torchvision's
+    ])
+    val = imaging.Compose([imaging.Resize(256), imaging.CenterCrop(224)])
+    dataset = torchvision.datasets.ImageFolder(root, transform=train, loader=imaging.read_bytes)
+
+A Compose fuses RandomResizedCrop + RandomHorizontalFlip, and Resize +
+CenterCrop, into one call that decodes only the pixels the output needs (for
+JPEGs: only the crop, at a reduced DCT scale where the filter leaves room,
+and only the restart intervals it touches when the file has restart markers).
+The GIL is released while the C++ works, so threads scale too.
+
+Randomness: each transform draws its crops and flips from a Generator, one
+(seed, sequence) pair per image, as the augmentation servers do. Without a
+seed, a transform seeds itself from torch's per-process seed when torch is
+loaded (DataLoader gives every worker its own, and torch.manual_seed makes
+runs repeatable) or from the OS, and again after a fork; with a seed, runs
+are repeatable, each DataLoader worker drawing its own stream.
+"""
+
+import os
+import threading
+
+import numpy as np
+
+from . import _tensorcom as _tc
+from ._tensorcom import ArgumentError, ImageError  # noqa: F401
+
+__all__ = [
+    "decode", "image_size", "image_format", "read_bytes", "Generator", "Compose", "RandomResizedCrop",
+    "RandomHorizontalFlip", "Resize", "CenterCrop", "PILToTensor", "ImageError", "MAX_PIXELS",
+]
+
+# Larger images are refused with ImageError (problem "too many pixels"):
+# a small file can declare gigabytes of pixels.
+MAX_PIXELS = 1 << 28
+
+_INTERPOLATIONS = {"bilinear": "bilinear", "bicubic": "bicubic", "fast": "fast", 2: "bilinear", 3: "bicubic"}
+
+
+def _interpolation_name(interpolation):
+    """torchvision's InterpolationMode, PIL's constants or a name, as the engine's name."""
+    key = getattr(interpolation, "value", interpolation)
+    if isinstance(key, str):
+        key = key.lower()
+    if key not in _INTERPOLATIONS:
+        raise ValueError(f"interpolation {interpolation!r}: tensorcom.imaging has bilinear, bicubic "
+                         "(Pillow's, torchvision's pixels) and fast")
+    return _INTERPOLATIONS[key]
+
+
+def _size_pair(size, name):
+    """(height, width) from torchvision's int-or-sequence size."""
+    if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
+        pair = (int(size), int(size))
+    elif isinstance(size, (tuple, list)) and len(size) == 1:
+        pair = (int(size[0]), int(size[0]))
+    elif isinstance(size, (tuple, list)) and len(size) == 2:
+        pair = (int(size[0]), int(size[1]))
+    else:
+        raise TypeError(f"{name}: size must be an int or a sequence of one or two ints, not {size!r}")
+    if pair[0] <= 0 or pair[1] <= 0:
+        raise ValueError(f"{name}: size must be positive, not {size!r}")
+    return pair
+
+
+def _range_pair(values, name):
+    try:
+        low, high = (float(v) for v in values)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a sequence of two numbers, not {values!r}") from None
+    if not (0 < low <= high) or not np.isfinite(high):
+        raise ValueError(f"{name} must be two numbers with 0 < low <= high, not {values!r}")
+    return low, high
+
+
+def _check_encoded(data, name):
+    if isinstance(data, np.ndarray) and data.ndim > 1:
+        raise TypeError(f"{name} takes encoded image bytes (a file's contents), not a decoded array; "
+                        "for decoded images use torchvision's transform of that name")
+    if not isinstance(data, (bytes, bytearray, memoryview, np.ndarray)):
+        raise TypeError(f"{name} takes encoded image bytes (bytes, bytearray, memoryview or a uint8 array), "
+                        f"not {type(data).__name__}; a PIL image is decoded already: use torchvision's transform")
+    return data
+
+
+def read_bytes(path):
+    """An ImageFolder loader: the file's bytes, undecoded (these transforms decode them)."""
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class Generator:
+    """Where a transform's crops and flips come from: image n of a process
+    draws from the generator seeded by (seed, n), as the servers' sample n.
+
+    seed=None: torch's per-process seed when torch is loaded (DataLoader
+    workers each have their own), else a random one; re-drawn after a fork.
+    seed=int: repeatable; inside a DataLoader worker, mixed with the worker's
+    id so that workers do not repeat each other's crops."""
+
+    def __init__(self, seed=None):
+        if seed is not None and not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2**64):
+            raise ValueError(f"seed must be an int in [0, 2**64), not {seed!r}")
+        self._requested = None if seed is None else int(seed)
+        self._lock = threading.Lock()
+        self._pid = None
+        self._seed = 0
+        self._sequence = 0
+
+    def _start(self):
+        seed = self._requested
+        worker = _worker_id()
+        if seed is None:
+            seed = _torch_seed()
+            if seed is None:
+                seed = int.from_bytes(os.urandom(8), "little")
+        elif worker is not None:
+            seed = (seed * 0x9E3779B97F4A7C15 + worker + 1) % 2**64
+        self._seed, self._sequence, self._pid = seed, 0, os.getpid()
+
+    def manual_seed(self, seed):
+        """Restarts the stream from seed (as torch.Generator.manual_seed)."""
+        if not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2**64):
+            raise ValueError(f"seed must be an int in [0, 2**64), not {seed!r}")
+        with self._lock:
+            self._requested, self._pid = int(seed), None
+        return self
+
+    def draw(self):
+        """The next image's (seed, sequence)."""
+        with self._lock:
+            if self._pid != os.getpid():
+                self._start()
+            pair = (self._seed, self._sequence)
+            self._sequence += 1
+            return pair
+
+
+def _torch_seed():
+    torch = __import__("sys").modules.get("torch")
+    return None if torch is None else int(torch.initial_seed()) % 2**64
+
+
+def _worker_id():
+    torch = __import__("sys").modules.get("torch")
+    if torch is None:
+        return None
+    info = torch.utils.data.get_worker_info()
+    return None if info is None else int(info.id)
+
+
+_default_generator = Generator()
+
+
+def _generator(generator):
+    if generator is None:
+        return _default_generator
+    if isinstance(generator, Generator):
+        return generator
+    return Generator(generator)
+
+
+def decode(data):
+    """The whole image as a uint8 (height, width, 3) RGB array, for every
+    format the servers accept (JPEG, PNG, PNM, BMP, WebP; greyscale, CMYK,
+    16-bit and alpha images come out RGB uint8). Raises ImageError."""
+    return _decoder().decode(_check_encoded(data, "decode"))
+
+
+def image_size(data):
+    """(width, height) from the image's header, without decoding."""
+    return _tc.image_size(_check_encoded(data, "image_size"))
+
+
+def image_format(data):
+    """'jpeg', 'png', 'pnm', 'bmp', 'webp' or 'unknown', from the first bytes."""
+    return _tc.image_format(_check_encoded(data, "image_format"))
+
+
+_decoders = {}
+
+
+def _decoder(interpolation="bilinear"):
+    key = (interpolation, os.getpid())
+    transform = _decoders.get(key)
+    if transform is None:
+        transform = _tc.ImageTransform(1, 1, False, [0, 0, 0, 0], [0.08, 1.0], [0.75, 4 / 3], 0.0, interpolation,
+                                       MAX_PIXELS)
+        _decoders[key] = transform
+    return transform
+
+
+class RandomResizedCrop:
+    """torchvision.transforms.RandomResizedCrop on encoded bytes: a box of
+    `scale` of the area and aspect `ratio`, resized to `size`. antialias is
+    accepted for torchvision's signature; like PIL, the filters always
+    antialias."""
+
+    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0), interpolation="bilinear",
+                 antialias=True, generator=None):
+        self.size = _size_pair(size, "RandomResizedCrop")
+        self.scale = _range_pair(scale, "scale")
+        if self.scale[1] > 1:
+            raise ValueError(f"scale must lie in (0, 1], not {scale!r}")
+        self.ratio = _range_pair(ratio, "ratio")
+        self.interpolation = _interpolation_name(interpolation)
+        self.antialias = antialias
+        self.generator = _generator(generator)
+        self._engine = _Fused(self, None)
+
+    @staticmethod
+    def get_params(img, scale, ratio, generator=None):
+        """(top, left, height, width) of a crop of img (encoded bytes, or a
+        decoded HWC array), as torchvision's get_params returns them."""
+        width, height = _width_height(img)
+        seed, sequence = _generator(generator).draw()
+        x, y, w, h = _tc.random_resized_crop(width, height, _range_pair(scale, "scale"), _range_pair(ratio, "ratio"),
+                                             seed, sequence)
+        return y, x, h, w
+
+    def crop(self, data, top, left, height, width, flip=False):
+        """The box get_params gave, resized to size (and mirrored if flip)."""
+        out_h, out_w = self.size
+        return self._engine.transform.render(_check_encoded(data, "RandomResizedCrop"), [left, top, width, height],
+                                             [out_w, out_h], [0, 0, out_w, out_h], bool(flip))
+
+    def __call__(self, data):
+        return self._engine(data)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(size={self.size}, scale={self.scale}, ratio={self.ratio}, "
+                f"interpolation={self.interpolation})")
+
+
+class RandomHorizontalFlip:
+    """torchvision.transforms.RandomHorizontalFlip: after a RandomResizedCrop
+    in a Compose, fused into its call; alone, flips a decoded HWC array (or
+    a torch CHW tensor), or decodes encoded bytes first."""
+
+    def __init__(self, p=0.5, generator=None):
+        p = float(p)
+        if not 0 <= p <= 1:
+            raise ValueError(f"RandomHorizontalFlip: p must lie in [0, 1], not {p!r}")
+        self.p = p
+        self.generator = _generator(generator)
+
+    def _draw(self):
+        seed, sequence = self.generator.draw()
+        return np.random.default_rng([seed, sequence]).random() < self.p
+
+    def __call__(self, image):
+        if isinstance(image, (bytes, bytearray, memoryview)):
+            image = decode(image)
+        if not self._draw():
+            return image
+        if isinstance(image, np.ndarray):
+            return np.ascontiguousarray(image[:, ::-1])
+        return image.flip(-1)  # a torch tensor, CHW
+
+    def __repr__(self):
+        return f"{type(self).__name__}(p={self.p})"
+
+
+class Resize:
+    """torchvision.transforms.Resize on encoded bytes: an int resizes the
+    shorter side to it (the longer at most max_size), a pair (h, w) resizes
+    to exactly that. Followed by a CenterCrop in a Compose, only the crop's
+    pixels are computed."""
+
+    def __init__(self, size, interpolation="bilinear", max_size=None, antialias=True):
+        if isinstance(size, (int, np.integer)) or (isinstance(size, (tuple, list)) and len(size) == 1):
+            shorter = _size_pair(size, "Resize")[0]
+            self.spec = [shorter, 0, 0, 0 if max_size is None else int(max_size)]
+            if max_size is not None and max_size <= shorter:
+                raise ValueError(f"Resize: max_size ({max_size}) must be larger than size ({shorter})")
+        else:
+            if max_size is not None:
+                raise ValueError("Resize: max_size goes with an int size only, as in torchvision")
+            height, width = _size_pair(size, "Resize")
+            self.spec = [0, width, height, 0]
+        self.size = size
+        self.max_size = max_size
+        self.interpolation = _interpolation_name(interpolation)
+        self.antialias = antialias
+        self._transform = None
+
+    def _engine(self):
+        if self._transform is None:
+            self._transform = _tc.ImageTransform(1, 1, True, self.spec, [0.08, 1.0], [0.75, 4 / 3], 0.0,
+                                                 self.interpolation, MAX_PIXELS)
+        return self._transform
+
+    def __call__(self, data):
+        return self._engine().resize(_check_encoded(data, "Resize"))
+
+    def __repr__(self):
+        return f"{type(self).__name__}(size={self.size}, interpolation={self.interpolation}, max_size={self.max_size})"
+
+
+class CenterCrop:
+    """torchvision.transforms.CenterCrop: after a Resize in a Compose, fused
+    into its call; alone, crops a decoded HWC array (encoded bytes are
+    decoded first). A crop larger than the image pads it with zeros, as
+    torchvision does."""
+
+    def __init__(self, size):
+        self.size = _size_pair(size, "CenterCrop")
+
+    def __call__(self, image):
+        if isinstance(image, (bytes, bytearray, memoryview)):
+            image = decode(image)
+        return _center_crop_array(image, self.size)
+
+    def __repr__(self):
+        return f"{type(self).__name__}(size={self.size})"
+
+
+def _center_crop_array(image, size):
+    crop_h, crop_w = size
+    height, width = image.shape[:2]
+    x, y, _, _ = _tc.center_crop(width, height, crop_w, crop_h)
+    if x >= 0 and y >= 0 and x + crop_w <= width and y + crop_h <= height:
+        return np.ascontiguousarray(image[y:y + crop_h, x:x + crop_w])
+    out = np.zeros((crop_h, crop_w) + image.shape[2:], dtype=image.dtype)
+    sx, sy = max(x, 0), max(y, 0)
+    ex, ey = min(x + crop_w, width), min(y + crop_h, height)
+    out[sy - y:ey - y, sx - x:ex - x] = image[sy:ey, sx:ex]
+    return out
+
+
+class PILToTensor:
+    """An HWC uint8 array as a CHW uint8 torch tensor (a view, as
+    torchvision's PILToTensor returns it); needs torch."""
+
+    def __call__(self, image):
+        import torch
+        return torch.from_numpy(np.asarray(image)).permute(2, 0, 1)
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class _Fused:
+    """One engine call for a RandomResizedCrop (with the flip that follows
+    it), or for a Resize with the CenterCrop that follows it."""
+
+    def __init__(self, head, follower):
+        self.head, self.follower = head, follower
+        if isinstance(head, RandomResizedCrop):
+            flip = follower.p if follower is not None else 0.0
+            out_h, out_w = head.size
+            self.transform = _tc.ImageTransform(out_w, out_h, False, [0, 0, 0, 0], list(head.scale), list(head.ratio),
+                                                flip, head.interpolation, MAX_PIXELS)
+            self.generator = head.generator
+        else:
+            out_h, out_w = follower.size
+            self.transform = _tc.ImageTransform(out_w, out_h, True, head.spec, [0.08, 1.0], [0.75, 4 / 3], 0.0,
+                                                head.interpolation, MAX_PIXELS)
+            self.generator = None
+
+    def __call__(self, data):
+        data = _check_encoded(data, type(self.head).__name__)
+        if self.generator is not None:
+            seed, sequence = self.generator.draw()
+            return self.transform.augment(data, seed, sequence)
+        try:
+            return self.transform.augment(data, 0, 0)
+        except ArgumentError:
+            # A CenterCrop larger than the resized image: torchvision pads.
+            return _center_crop_array(self.head(data), self.follower.size)
+
+
+class Compose:
+    """torchvision.transforms.Compose, fusing what it can: RandomResizedCrop
+    followed by RandomHorizontalFlip, and Resize followed by CenterCrop,
+    become one call on the encoded bytes. Any other callables (torchvision's
+    ToTensor, Normalize, ...) run after, in order."""
+
+    def __init__(self, transforms):
+        self.transforms = list(transforms)
+        self._steps = _fuse(self.transforms)
+
+    def __call__(self, data):
+        for step in self._steps:
+            data = step(data)
+        return data
+
+    def __repr__(self):
+        inner = "".join(f"\n    {t!r}," for t in self.transforms)
+        return f"{type(self).__name__}([{inner}\n])"
+
+
+def _fuse(transforms):
+    steps = []
+    i = 0
+    while i < len(transforms):
+        t = transforms[i]
+        following = transforms[i + 1] if i + 1 < len(transforms) else None
+        if i == 0 and isinstance(t, RandomResizedCrop):
+            if isinstance(following, RandomHorizontalFlip):
+                steps.append(_Fused(t, following))
+                i += 2
+                continue
+            steps.append(_Fused(t, None))
+        elif i == 0 and isinstance(t, Resize) and isinstance(following, CenterCrop):
+            steps.append(_Fused(t, following))
+            i += 2
+            continue
+        else:
+            steps.append(t)
+        i += 1
+    return steps
+
+
+def _width_height(img):
+    if isinstance(img, np.ndarray) and img.ndim >= 2:
+        return img.shape[1], img.shape[0]
+    return image_size(img)
