@@ -239,12 +239,14 @@ void ImageAugmenter::Engine::augment(std::span<const std::byte> encoded, std::mt
   if (checked_format(encoded) == ImageFormat::kJpeg) {
     const Size image = read_jpeg_header(encoded);
     const Transform t = draw_transform(image.width, image.height, rng);
+    check_fits(t, image.width, image.height);
     record(image, t);
     render_jpeg(encoded, image, t, out);
     return;
   }
   const cv::Mat decoded = decode_other(encoded);
   const Transform t = draw_transform(decoded.cols, decoded.rows, rng);
+  check_fits(t, decoded.cols, decoded.rows);
   record({decoded.cols, decoded.rows}, t);
   render_decoded(decoded, t, out);
 }

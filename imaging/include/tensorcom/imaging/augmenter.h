@@ -60,7 +60,8 @@ class ImageAugmenter {
 
   // Decodes, draws the transform from rng (training) and applies it;
   // writes output().width * output().height * 3 bytes to out.
-  // Throws ImageError.
+  // Throws ImageError, or ArgumentError where a validation CenterCrop is
+  // larger than the resized image (torchvision pads it: the caller's to do).
   void augment(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out);
 
   // Decodes and applies `transform`, whatever the options say of the

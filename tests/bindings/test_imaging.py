@@ -1,0 +1,248 @@
+"""tensorcom.imaging against torchvision's transforms on PIL images: the same
+pixels for the same boxes, the same geometry, errors that name the problem,
+and crops that differ across DataLoader workers but repeat under a seed."""
+import concurrent.futures
+import io
+
+import numpy as np
+import pytest
+
+from tensorcom import imaging
+
+torch = pytest.importorskip("torch")
+T = pytest.importorskip("torchvision.transforms")
+F = pytest.importorskip("torchvision.transforms.functional")
+from PIL import Image  # noqa: E402  (python3-pil comes with torchvision)
+
+MODES = {"bilinear": T.InterpolationMode.BILINEAR, "bicubic": T.InterpolationMode.BICUBIC}
+
+
+def textured(seed, height, width):
+    """Edges, gradients and fine texture: resampling differences show on it."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
+    base = 128 + 60 * np.sin(x / 7.0 + rng.uniform(0, 6)) * np.cos(y / 5.0)
+    stripes = 40 * np.sign(np.sin((x + 2 * y) / 3.0))
+    noise = rng.normal(0, 18, (height, width))
+    channels = [base + stripes + noise, base[::-1] - stripes + noise, 255 - base + noise / 2]
+    return np.clip(np.stack(channels, -1), 0, 255).astype(np.uint8)
+
+
+def encode(array, fmt="JPEG", **options):
+    out = io.BytesIO()
+    Image.fromarray(array).save(out, fmt, **options)
+    return out.getvalue()
+
+
+def psnr(a, b):
+    """Peak signal-to-noise ratio in dB; 99 for identical images."""
+    mse = np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2)
+    return 99.0 if mse == 0 else 10 * np.log10(255.0**2 / mse)
+
+
+def pil(data):
+    return Image.open(io.BytesIO(data)).convert("RGB")
+
+
+@pytest.fixture(scope="module")
+def jpeg():
+    return encode(textured(1, 301, 433), quality=90)
+
+
+class TestDecode:
+    def test_jpeg_equals_pil(self, jpeg):
+        out = imaging.decode(jpeg)
+        assert out.dtype == np.uint8 and out.shape == (301, 433, 3)
+        assert np.array_equal(out, np.asarray(pil(jpeg)))
+
+    @pytest.mark.parametrize("mode", ["RGB", "RGBA", "L"])
+    @pytest.mark.parametrize("fmt", ["PNG", "BMP", "WEBP"])
+    def test_other_formats_equal_pil(self, fmt, mode):
+        array = textured(2, 37, 53)
+        image = Image.fromarray(array).convert(mode)
+        if fmt == "BMP" and mode == "RGBA":
+            pytest.skip("PIL writes no RGBA BMP that OpenCV reads alike")
+        out = io.BytesIO()
+        image.save(out, fmt, **({"lossless": True} if fmt == "WEBP" else {}))
+        data = out.getvalue()
+        decoded = imaging.decode(data)
+        assert decoded.shape == (37, 53, 3)
+        assert np.array_equal(decoded, np.asarray(pil(data)))
+
+    def test_progressive_and_greyscale_jpegs(self):
+        array = textured(3, 120, 90)
+        for data in (encode(array, progressive=True), encode(array[:, :, 0], quality=80)):
+            assert np.array_equal(imaging.decode(data), np.asarray(pil(data)))
+
+    def test_header_peeks(self, jpeg):
+        assert imaging.image_size(jpeg) == (433, 301)
+        assert imaging.image_format(jpeg) == "jpeg"
+        assert imaging.image_format(encode(textured(4, 8, 8), "PNG")) == "png"
+        assert imaging.image_format(b"GIF89a....") == "unknown"
+
+    def test_buffers_of_every_kind(self, jpeg):
+        want = imaging.decode(jpeg)
+        for data in (bytearray(jpeg), memoryview(jpeg), np.frombuffer(jpeg, dtype=np.uint8)):
+            assert np.array_equal(imaging.decode(data), want)
+
+
+class TestPixels:
+    @pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
+    @pytest.mark.parametrize("shape", [(301, 433), (433, 301), (256, 256), (97, 500)])
+    def test_resize_center_crop(self, shape, interpolation):
+        data = encode(textured(5, *shape), quality=92)
+        ours = imaging.Compose([imaging.Resize(256, interpolation=interpolation), imaging.CenterCrop(224)])(data)
+        theirs = T.Compose([T.Resize(256, interpolation=MODES[interpolation]), T.CenterCrop(224)])(pil(data))
+        assert ours.shape == (224, 224, 3)
+        assert np.array_equal(ours, np.asarray(theirs))
+
+    def test_resize_alone_and_exact_sizes(self, jpeg):
+        for size, max_size in ((200, None), ((150, 220), None), (100, 120)):
+            ours = imaging.Resize(size, max_size=max_size)(jpeg)
+            theirs = np.asarray(T.Resize(size, max_size=max_size)(pil(jpeg)))
+            assert ours.shape == theirs.shape
+            if min(ours.shape[:2]) * 2 >= 301:
+                assert np.array_equal(ours, theirs)
+            else:  # shrunk 3x: the DCT-scaled decode first (see below), as the servers' fidelity bound
+                assert psnr(ours, theirs) >= 30
+
+    def test_center_crop_larger_than_the_image_pads_as_torchvision(self, jpeg):
+        ours = imaging.Compose([imaging.Resize(200), imaging.CenterCrop((220, 320))])(jpeg)
+        theirs = T.Compose([T.Resize(200), T.CenterCrop((220, 320))])(pil(jpeg))
+        assert np.array_equal(ours, np.asarray(theirs))
+
+    @pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
+    def test_the_box_get_params_gives(self, jpeg, interpolation):
+        t = imaging.RandomResizedCrop((224, 192), interpolation=interpolation)
+        gen = imaging.Generator(11)
+        for _ in range(20):
+            top, left, height, width = t.get_params(jpeg, t.scale, t.ratio, generator=gen)
+            ours = t.crop(jpeg, top, left, height, width)
+            theirs = F.resized_crop(pil(jpeg), top, left, height, width, [224, 192], MODES[interpolation])
+            assert ours.shape == (224, 192, 3)
+            assert np.array_equal(ours, np.asarray(theirs)), (top, left, height, width)
+
+    def test_large_images_stay_within_the_servers_fidelity_bound(self):
+        # Shrinking 2x or more takes the DCT-scaled decode first: close to
+        # Pillow's filter (on photos far closer than on this texture), not
+        # always bit-exact.
+        data = encode(textured(6, 1200, 1600), quality=90)
+        t = imaging.RandomResizedCrop(224, scale=(0.5, 1.0))
+        gen = imaging.Generator(3)
+        for _ in range(5):
+            top, left, height, width = t.get_params(data, t.scale, t.ratio, generator=gen)
+            ours = t.crop(data, top, left, height, width)
+            theirs = F.resized_crop(pil(data), top, left, height, width, [224, 224])
+            assert psnr(ours, theirs) >= 30
+
+    def test_flip_mirrors_the_crop(self, jpeg):
+        t = imaging.RandomResizedCrop(64)
+        plain = t.crop(jpeg, 10, 20, 150, 200)
+        assert np.array_equal(t.crop(jpeg, 10, 20, 150, 200, flip=True), plain[:, ::-1])
+        always = imaging.RandomHorizontalFlip(p=1.0)
+        assert np.array_equal(always(plain), plain[:, ::-1])
+        assert np.array_equal(imaging.RandomHorizontalFlip(p=0.0)(plain), plain)
+        tensor = torch.from_numpy(plain).permute(2, 0, 1)
+        assert torch.equal(always(tensor), tensor.flip(-1))
+
+    def test_fused_compose_draws_what_get_params_draws(self, jpeg):
+        crop = imaging.RandomResizedCrop(96, generator=imaging.Generator(5))
+        fused = imaging.Compose([crop, imaging.RandomHorizontalFlip(p=0.0)])
+        explicit = imaging.RandomResizedCrop(96)
+        params = imaging.Generator(5)
+        for _ in range(5):
+            top, left, height, width = explicit.get_params(jpeg, explicit.scale, explicit.ratio, generator=params)
+            assert np.array_equal(fused(jpeg), explicit.crop(jpeg, top, left, height, width))
+
+    def test_to_tensor_layout(self, jpeg):
+        out = imaging.Compose([imaging.RandomResizedCrop(32), imaging.PILToTensor()])(jpeg)
+        assert out.dtype == torch.uint8 and tuple(out.shape) == (3, 32, 32)
+
+
+class TestRandomness:
+    def test_a_seed_repeats_and_another_differs(self, jpeg):
+        def crops(seed):
+            t = imaging.Compose([imaging.RandomResizedCrop(48, generator=imaging.Generator(seed)),
+                                 imaging.RandomHorizontalFlip()])
+            return [t(jpeg) for _ in range(6)]
+        a, b, c = crops(1), crops(1), crops(2)
+        assert all(np.array_equal(x, y) for x, y in zip(a, b))
+        assert not all(np.array_equal(x, y) for x, y in zip(a, c))
+
+    def test_area_and_ratio_follow_torchvision(self):
+        gen = imaging.Generator(7)
+        image = np.zeros((375, 500, 3), np.uint8)
+        boxes = [imaging.RandomResizedCrop.get_params(image, (0.08, 1.0), (3 / 4, 4 / 3), generator=gen)
+                 for _ in range(2000)]
+        areas = np.array([h * w / (375 * 500) for _, _, h, w in boxes])
+        ratios = np.log([w / h for _, _, h, w in boxes])
+        # torchvision draws the area uniformly and the log-ratio uniformly;
+        # crops that do not fit are redrawn, which thins the large areas.
+        assert 0.3 < areas.mean() < 0.55
+        assert abs(ratios.mean()) < 0.03
+        assert all(0 <= top and 0 <= left and top + h <= 375 and left + w <= 500 for top, left, h, w in boxes)
+
+    def test_dataloader_workers_draw_different_crops(self, jpeg):
+        class Same(torch.utils.data.Dataset):
+            def __len__(self):
+                return 8
+
+            def __getitem__(self, i):
+                return transform(jpeg)
+
+        transform = imaging.Compose([imaging.RandomResizedCrop(24), imaging.PILToTensor()])
+
+        def run():
+            torch.manual_seed(123)
+            loader = torch.utils.data.DataLoader(Same(), batch_size=4, num_workers=2)
+            return torch.cat(list(loader))
+
+        first, second = run(), run()
+        assert torch.equal(first, second)  # torch.manual_seed makes the run repeatable
+        assert not torch.equal(first[0], first[4])  # worker 0's first image, worker 1's first image
+
+
+class TestErrors:
+    def test_problems_are_named(self, jpeg):
+        t = imaging.RandomResizedCrop(32)
+        cases = {
+            b"": "empty",
+            b"not an image at all": "undecodable",
+            jpeg[: len(jpeg) // 2]: "truncated",
+        }
+        for data, problem in cases.items():
+            with pytest.raises(imaging.ImageError) as info:
+                t(data)
+            assert info.value.problem == problem, data[:20]
+
+    def test_too_many_pixels_refused_before_decoding(self):
+        png = bytearray(encode(textured(8, 4, 4), "PNG"))
+        png[16:24] = (100000).to_bytes(4, "big") * 2  # IHDR claims 100000 x 100000
+        with pytest.raises(imaging.ImageError) as info:
+            imaging.decode(bytes(png))
+        assert info.value.problem == "too many pixels"
+
+    def test_arguments(self, jpeg):
+        with pytest.raises(TypeError, match="encoded image bytes"):
+            imaging.RandomResizedCrop(32)(np.zeros((10, 10, 3), np.uint8))
+        with pytest.raises(TypeError, match="PIL image"):
+            imaging.Resize(32)(pil(jpeg))
+        with pytest.raises(ValueError):
+            imaging.RandomResizedCrop(0)
+        with pytest.raises(ValueError):
+            imaging.RandomResizedCrop(32, scale=(0.5, 0.1))
+        with pytest.raises(ValueError):
+            imaging.RandomHorizontalFlip(p=2)
+        with pytest.raises(ValueError, match="interpolation"):
+            imaging.Resize(32, interpolation="lanczos")
+        with pytest.raises(imaging.ArgumentError, match="not inside"):
+            imaging.RandomResizedCrop(32).crop(jpeg, 0, 0, 1000, 1000)
+
+
+def test_threads_share_one_transform(jpeg):
+    t = imaging.RandomResizedCrop(64)
+    boxes = [(i, 2 * i, 100 + i, 120 + i) for i in range(24)]
+    want = [t.crop(jpeg, *box) for box in boxes]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda box: t.crop(jpeg, *box), boxes))
+    assert all(np.array_equal(a, b) for a, b in zip(want, got))
