@@ -6,7 +6,7 @@
   (3) torchvision RandomResizedCrop + flip on PIL (decode included), one core;
   (4) serve-imagenet-shards, two workers on both cores;
   (2f), (2b) as (2) with --interpolation fast (DCT-scaled decode, 2-tap
-      bilinear: the pre-fidelity default) and bicubic: what torchvision's
+      bilinear) and bicubic: what torchvision's
       pixels (the default, bilinear) cost;
   (2r), (4r) as (2) and (4), on the same images rewritten losslessly by
       `make-shards --restart-markers` (same pixels; the server then

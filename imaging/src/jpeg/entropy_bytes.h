@@ -3,9 +3,9 @@
 //
 // Restart markers every MCU and stuffed zeros put an 0xFF every 50 to 100
 // bytes of a photo's scan; both stop at each. A memchr (and memcpy) call
-// per stop cost more than the search itself (2% of a worker's time); these
-// are inlined and read 16 bytes a step with SSE2, which every x86-64 CPU
-// has.
+// per stop costs more than the search itself; these are inlined and read
+// 16 bytes a step with SSE2, which every x86-64 CPU has. See docs/jpeg.md,
+// "The bytes of entropy-coded data".
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,6 @@
 // Internal: Huffman decoding of a baseline JPEG scan whose restart
-// intervals are known, in place of libjpeg-turbo's.
+// intervals are known, in place of libjpeg-turbo's (docs/jpeg.md, "The
+// interval decoder", has the design).
 //
 // libjpeg-turbo gives up its fast Huffman path for a whole image as soon
 // as it has restart markers, and with a marker at every MCU (what

@@ -64,7 +64,7 @@ bool start_strip_protected(JpegRegionDecoder::State* s, JDIMENSION* x, JDIMENSIO
 }
 
 // Asks for up to 16 rows a call: libjpeg's per-call work (its main and
-// post-processing controllers) was a few percent of a decode a row at a time.
+// post-processing controllers) is a few percent of a decode a row at a time.
 bool read_rows_protected(JpegRegionDecoder::State* s, unsigned char* buffer, std::size_t stride, JDIMENSION rows) {
   if (setjmp(s->err.jump)) return false;
   constexpr JDIMENSION kRowsPerCall = 16;

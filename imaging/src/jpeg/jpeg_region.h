@@ -2,6 +2,7 @@
 // partial-decoding calls (jpeg_crop_scanline, jpeg_skip_scanlines). libjpeg
 // reports errors by longjmp, so the functions that may jump hold no C++
 // objects with destructors; JpegRegionDecoder owns the decompressor.
+// docs/jpeg.md, "Region decoding", describes the design.
 #pragma once
 
 #include <cstddef>

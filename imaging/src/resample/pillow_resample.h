@@ -9,6 +9,7 @@
 // which only `out_count` starting at `out_first` are computed: so "resize
 // the whole image, then crop" (torchvision's Resize + CenterCrop) costs only
 // the crop's pixels, and needs only the source pixels the crop's taps read.
+// docs/jpeg.md, "Pillow-exact resampling", has the design.
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""An ImageFolder DataLoader with tensorcom.imaging's transforms in place of
+torchvision's PIL ones: the data-loading half of a training loop.
+
+Only two lines change from the usual torchvision code: the transforms come
+from tensorcom.imaging, and ImageFolder's loader hands them the file's bytes
+(imaging.read_bytes) instead of a PIL image; the DataLoader stays as it was.
+The transforms end in PILToTensor, so batches are uint8 (N, 3, 224, 224):
+a quarter of the bytes of ToTensor's floats through the workers' queues and
+to the GPU. They are converted to float and normalised after collation, on
+the GPU when there is one (else on the CPU), as train.py does.
+
+    PYTHONPATH=build/bindings examples/pytorch/imagefolder_transforms.py DIR \\
+        [--val] [--workers 4] [--batch-size 256] [--epochs 1] [--limit 50] [--torchvision] [--model]
+
+DIR is an ImageFolder tree (DIR/CLASS/IMAGE.jpg). --val uses the validation
+transforms (Resize(256) + CenterCrop(224)) instead of the training ones
+(RandomResizedCrop(224) + RandomHorizontalFlip); --limit stops each epoch
+after that many batches; --torchvision runs the same loop with torchvision's
+original PIL transforms, to compare images/s; --model adds a forward and
+backward pass of a tiny network, to show where the batch goes next.
+Each epoch prints its images/s, counted from the first batch on (the
+workers' start-up is reported apart).
+"""
+
+import argparse
+import time
+
+import torch
+import torchvision
+from torchvision import transforms as T
+
+MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
+STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
+
+
+def tensorcom_transforms(val):
+    """tensorcom.imaging's transforms: they take the encoded bytes."""
+    from tensorcom import imaging
+
+    if val:
+        return imaging.Compose([imaging.Resize(256), imaging.CenterCrop(224), imaging.PILToTensor()])
+    return imaging.Compose([imaging.RandomResizedCrop(224), imaging.RandomHorizontalFlip(), imaging.PILToTensor()])
+
+
+def torchvision_transforms(val):
+    """The torchvision original, on PIL images. The classic recipe ends in
+    T.ToTensor() and T.Normalize(mean, std): float images made in the
+    workers. Here it ends in PILToTensor, to compare like with like (uint8
+    batches, normalised after collation)."""
+    if val:
+        return T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor()])
+    return T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
+
+
+def make_dataset(root, val, use_torchvision):
+    if use_torchvision:
+        # The original:
+        #   ImageFolder(root, transform=T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(),
+        #                                          T.ToTensor(), T.Normalize(mean, std)]))
+        # (ImageFolder's default loader opens the file with PIL and converts it to RGB.)
+        return torchvision.datasets.ImageFolder(root, transform=torchvision_transforms(val))
+    from tensorcom import imaging
+
+    # The same with tensorcom.imaging: the loader returns the file's bytes, and
+    # the transforms decode only the pixels their output needs. ImageFolder
+    # also lists .tif files, which tensorcom.imaging does not read (ImageError):
+    # pass is_valid_file to leave them out if a tree has any.
+    return torchvision.datasets.ImageFolder(root, transform=tensorcom_transforms(val), loader=imaging.read_bytes)
+
+
+class Normalize:
+    """uint8 (N, 3, H, W) batches to normalised float, on the device."""
+
+    def __init__(self, device):
+        self.device = device
+        self.mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
+        self.std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
+
+    def __call__(self, images):
+        images = images.to(self.device, non_blocking=True)
+        return (images.float() - self.mean) / self.std
+
+
+def tiny_model(classes, device):
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, kernel_size=7, stride=4), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(), torch.nn.Linear(16, classes)).to(device)
+
+
+def parse_args():
+    description, details = __doc__.split("\n\n", 1)
+    p = argparse.ArgumentParser(description=description, epilog=details,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("root", help="ImageFolder tree: ROOT/CLASS/IMAGE")
+    p.add_argument("--val", action="store_true", help="validation transforms (Resize + CenterCrop)")
+    p.add_argument("--workers", type=int, default=4, help="DataLoader worker processes")
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--limit", type=int, default=0, help="batches per epoch (0: all)")
+    p.add_argument("--torchvision", action="store_true", help="torchvision's PIL transforms, to compare")
+    p.add_argument("--model", action="store_true", help="a training step of a tiny network on each batch")
+    return p.parse_args()
+
+
+def main():
+    args = parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dataset = make_dataset(args.root, args.val, args.torchvision)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=not args.val,
+                                         num_workers=args.workers, pin_memory=device.type == "cuda",
+                                         drop_last=not args.val, persistent_workers=args.workers > 0)
+    normalize = Normalize(device)
+    model = tiny_model(len(dataset.classes), device) if args.model else None
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01) if model is not None else None
+    which = "torchvision (PIL)" if args.torchvision else "tensorcom.imaging"
+    print(f"{len(dataset)} images in {len(dataset.classes)} classes; {which} "
+          f"{'validation' if args.val else 'training'} transforms, {args.workers} workers, "
+          f"batches of {args.batch_size}, normalised on {device}")
+    for epoch in range(args.epochs):
+        start = time.perf_counter()
+        first = None
+        images = 0
+        for step, (batch, labels) in enumerate(loader):
+            if first is None:
+                first = time.perf_counter()  # the workers' start-up ends here
+            else:
+                images += len(batch)
+            inputs = normalize(batch)  # float (N, 3, 224, 224), mean 0 and std 1 per channel
+            labels = labels.to(device, non_blocking=True)
+            if model is not None:
+                loss = torch.nn.functional.cross_entropy(model(inputs), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            if args.limit and step + 1 >= args.limit:
+                break
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        end = time.perf_counter()
+        if first is None:
+            print(f"epoch {epoch}: no batches")
+            continue
+        rate = images / (end - first) if images else float("nan")
+        print(f"epoch {epoch}: {step + 1} batches, first after {first - start:.2f} s, then {rate:.1f} images/s"
+              f"{f', loss {loss.item():.3f}' if model is not None else ''}")
+
+
+if __name__ == "__main__":
+    main()
