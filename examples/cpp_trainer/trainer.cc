@@ -249,89 +249,121 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+// The feeder of o.gpus lanes: one connection per GPU when there are as
+// many URLs, else one shared round-robin; float32 NCHW with ImageNet's
+// normalisation.
+GpuFeeder make_feeder(const Options& o) {
+  if (!gpu_feeding_available()) (void)gpu_device_count();  // throws UnavailableError with the reason
+  if (o.gpus > gpu_device_count()) throw ArgumentError("--gpus " + std::to_string(o.gpus) + ": not that many GPUs");
+  GpuFeederOptions feed;
+  feed.devices.clear();
+  for (int d = 0; d < o.gpus; ++d) feed.devices.push_back(d);
+  feed.convert = ImageConversion{};  // float32 BCHW (NCHW), ImageNet mean and std
+  ConnectionOptions connection;
+  connection.timeout = std::chrono::seconds(o.timeout_s);
+  return GpuFeeder::from_urls(o.urls, connection, feed);
+}
+
+// Data-parallel training: one thread per GPU, stepping together. After
+// each step's gradients, GPU 0's thread sums them and reports.
+class Training {
+ public:
+  Training(const Options& o, GpuFeeder& feeder, std::vector<std::unique_ptr<Replica>>& replicas)
+      : o_(o), feeder_(feeder), replicas_(replicas), losses_(o.gpus, 0.0f), images_(o.gpus, 0), sync_(o.gpus) {}
+
+  // Runs every lane to o.steps; rethrows the first lane's failure.
+  void run() {
+    start_ = last_report_ = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (int g = 0; g < o_.gpus; ++g) threads.emplace_back([this, g] { lane(g); });
+    for (auto& t : threads) t.join();
+    if (error_) std::rethrow_exception(error_);
+  }
+
+  [[nodiscard]] std::uint64_t images() const {
+    std::uint64_t seen = 0;
+    for (auto n : images_) seen += n;
+    return seen;
+  }
+  [[nodiscard]] double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  void lane(int g) {
+    try {
+      for (int step = 0; step < o_.steps; ++step) {
+        auto batch = feeder_.next(static_cast<std::size_t>(g));
+        if (!batch) throw TimeoutError("the data ended at step " + std::to_string(step));
+        losses_[g] = replicas_[g]->step(*batch);
+        images_[g] += static_cast<std::uint64_t>((*batch)[0].dim(0));
+        batch.reset();  // the buffer goes back to the feeder after this GPU's queued work
+        sync_.arrive_and_wait();
+        if (stop_) return;
+        if (g == 0) reduce_and_report(step);
+        sync_.arrive_and_wait();
+        if (stop_) return;
+        replicas_[g]->update(o_.gpus);
+      }
+    } catch (...) {
+      {
+        std::lock_guard lock(error_mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+      stop_ = true;
+      sync_.arrive_and_drop();
+    }
+  }
+
+  // GPU 0's thread, between the two barriers of a step.
+  void reduce_and_report(int step) {
+    if (o_.gpus > 1) all_reduce(replicas_);
+    for (float l : losses_) loss_sum_ += l;
+    loss_count_ += o_.gpus;
+    if ((step + 1) % o_.report != 0 && step + 1 != o_.steps) return;
+    const auto now = std::chrono::steady_clock::now();
+    const std::uint64_t seen = images();
+    const double rate =
+        static_cast<double>(seen - images_at_report_) / std::chrono::duration<double>(now - last_report_).count();
+    std::printf("step %5d  loss %.4f  %8.1f images/s\n", step + 1, loss_sum_ / loss_count_, rate);
+    std::fflush(stdout);
+    loss_sum_ = 0;
+    loss_count_ = 0;
+    last_report_ = now;
+    images_at_report_ = seen;
+  }
+
+  const Options& o_;
+  GpuFeeder& feeder_;
+  std::vector<std::unique_ptr<Replica>>& replicas_;
+  std::vector<float> losses_;          // each lane's last loss
+  std::vector<std::uint64_t> images_;  // each lane's images so far
+  std::barrier<> sync_;
+  std::atomic<bool> stop_ = false;
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+  double loss_sum_ = 0;  // since the last report (GPU 0's thread)
+  int loss_count_ = 0;
+  std::chrono::steady_clock::time_point start_, last_report_;
+  std::uint64_t images_at_report_ = 0;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     const Options o = parse(argc, argv);
-    if (!gpu_feeding_available()) (void)gpu_device_count();  // throws UnavailableError with the reason
-    if (o.gpus > gpu_device_count()) throw ArgumentError("--gpus " + std::to_string(o.gpus) + ": not that many GPUs");
-
-    GpuFeederOptions feed;
-    feed.devices.clear();
-    for (int d = 0; d < o.gpus; ++d) feed.devices.push_back(d);
-    feed.convert = ImageConversion{};  // float32 BCHW (NCHW), ImageNet mean and std
-    ConnectionOptions connection;
-    connection.timeout = std::chrono::seconds(o.timeout_s);
-    GpuFeeder feeder = GpuFeeder::from_urls(o.urls, connection, feed);
-
+    GpuFeeder feeder = make_feeder(o);
     const int features = 3 * o.cells * o.cells;
     const std::vector<float> initial = initial_parameters(o, features);
     std::vector<std::unique_ptr<Replica>> replicas;
     for (int d = 0; d < o.gpus; ++d) replicas.push_back(std::make_unique<Replica>(d, o, features, initial));
     std::printf("cpp-trainer: %d GPU(s), MLP %d -> %d -> %d (%zu parameters), from %s\n", o.gpus, features, o.hidden,
                 o.classes, initial.size(), o.urls.front().c_str());
-
-    std::atomic<bool> stop = false;
-    std::mutex error_mutex;
-    std::exception_ptr error;
-    std::vector<float> losses(o.gpus, 0.0f);
-    std::vector<std::uint64_t> images(o.gpus, 0);
-    double loss_sum = 0;
-    int loss_count = 0;
-    auto start = std::chrono::steady_clock::now();
-    auto last_report = start;
-    std::uint64_t images_at_report = 0;
-    // After each step's gradients: GPU 0's thread sums them and reports.
-    std::barrier sync(o.gpus);
-    auto worker = [&](int g) {
-      try {
-        for (int step = 0; step < o.steps; ++step) {
-          auto batch = feeder.next(static_cast<std::size_t>(g));
-          if (!batch) throw TimeoutError("the data ended at step " + std::to_string(step));
-          losses[g] = replicas[g]->step(*batch);
-          images[g] += static_cast<std::uint64_t>((*batch)[0].dim(0));
-          batch.reset();  // the buffer goes back to the feeder after this GPU's queued work
-          sync.arrive_and_wait();
-          if (stop) return;
-          if (g == 0) {
-            if (o.gpus > 1) all_reduce(replicas);
-            for (float l : losses) loss_sum += l;
-            loss_count += o.gpus;
-            if ((step + 1) % o.report == 0 || step + 1 == o.steps) {
-              auto now = std::chrono::steady_clock::now();
-              std::uint64_t seen = 0;
-              for (auto n : images) seen += n;
-              const double rate = static_cast<double>(seen - images_at_report) /
-                                  std::chrono::duration<double>(now - last_report).count();
-              std::printf("step %5d  loss %.4f  %8.1f images/s\n", step + 1, loss_sum / loss_count, rate);
-              std::fflush(stdout);
-              loss_sum = 0;
-              loss_count = 0;
-              last_report = now;
-              images_at_report = seen;
-            }
-          }
-          sync.arrive_and_wait();
-          if (stop) return;
-          replicas[g]->update(o.gpus);
-        }
-      } catch (...) {
-        {
-          std::lock_guard lock(error_mutex);
-          if (!error) error = std::current_exception();
-        }
-        stop = true;
-        sync.arrive_and_drop();
-      }
-    };
-    std::vector<std::thread> threads;
-    for (int g = 0; g < o.gpus; ++g) threads.emplace_back(worker, g);
-    for (auto& t : threads) t.join();
-    if (error) std::rethrow_exception(error);
-    std::uint64_t seen = 0;
-    for (auto n : images) seen += n;
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    Training training(o, feeder, replicas);
+    training.run();
+    const std::uint64_t seen = training.images();
+    const double seconds = training.seconds();
     std::printf("cpp-trainer: %llu images in %.1f s, %.1f images/s\n", static_cast<unsigned long long>(seen), seconds,
                 seen / seconds);
     return 0;

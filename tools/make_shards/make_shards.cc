@@ -294,43 +294,30 @@ void print_summary(const std::vector<ShardSummary>& shards) {
   std::cout << "total: " << samples << " samples, " << bytes << " bytes in " << shards.size() << " shards\n";
 }
 
-int run(int argc, char** argv) {
-  po::options_description options = make_options();
-  po::options_description all(options);
-  all.add_options()("dir", po::value<std::string>(), "ImageFolder root");
-  po::positional_options_description positional;
-  positional.add("dir", 1);
-  po::variables_map vars;
-  po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vars);
-  po::notify(vars);
-  if (vars.count("help")) return programs::print_usage(options, true);
-  if (!vars.count("dir") && !vars.count("list") && !vars.count("synthetic") && !vars.count("from-shards")) {
-    return programs::print_usage(options, false);
-  }
+// The packing run's shared parts: what every input mode writes with.
+struct Packer {
+  TarEncoder encoder;
+  ShardWriter writer;
+  bool restart_markers;
+  unsigned jobs;
+};
 
-  // Everything that can be refused is checked before the first shard exists,
-  // but for input files that turn out unreadable.
-  check_inputs(vars);
-  ShardPattern pattern(vars["output"].as<std::string>());
-  ShardLimits limits = shard_limits(vars);
-  SyntheticImageOptions synthetic = synthetic_options(vars);
-  TarEncoder encoder(vars["mtime"].as<std::int64_t>());
-  ShardWriter writer(std::move(pattern), limits);
-  const bool restart_markers = vars["restart-markers"].as<bool>();
-  const unsigned jobs = job_count(vars);
-  if (vars.count("from-shards")) {
-    RepackCounts counts = repack_shards(vars["from-shards"].as<std::string>(), vars["max-member-bytes"].as<std::uint64_t>(),
-                                        restart_markers, jobs, encoder, writer);
-    print_summary(writer.finish());
-    if (counts.unreadable_jpegs) std::cout << "JPEGs packed without restart markers (unreadable): " << counts.unreadable_jpegs << '\n';
-    if (counts.skipped_members) std::cout << "members passed over (not files, or no key): " << counts.skipped_members << '\n';
-    if (counts.oversized_samples) std::cout << "samples left out (a member over --max-member-bytes): " << counts.oversized_samples << '\n';
-    if (counts.damaged_shards) std::cout << "input shards that ended early: " << counts.damaged_shards << '\n';
-    return counts.damaged_shards ? 1 : 0;
-  }
+// --from-shards: re-packs shards. Returns the exit status.
+int repack(const po::variables_map& vars, Packer& p) {
+  RepackCounts counts = repack_shards(vars["from-shards"].as<std::string>(), vars["max-member-bytes"].as<std::uint64_t>(),
+                                      p.restart_markers, p.jobs, p.encoder, p.writer);
+  print_summary(p.writer.finish());
+  if (counts.unreadable_jpegs) std::cout << "JPEGs packed without restart markers (unreadable): " << counts.unreadable_jpegs << '\n';
+  if (counts.skipped_members) std::cout << "members passed over (not files, or no key): " << counts.skipped_members << '\n';
+  if (counts.oversized_samples) std::cout << "samples left out (a member over --max-member-bytes): " << counts.oversized_samples << '\n';
+  if (counts.damaged_shards) std::cout << "input shards that ended early: " << counts.damaged_shards << '\n';
+  return counts.damaged_shards ? 1 : 0;
+}
 
-  std::vector<std::string> classes;
-  const std::vector<Sample> samples = select_samples(vars, &classes);
+// An ImageFolder tree, a list or synthetic images: each sample's image
+// read (or drawn) and rewritten on the job threads, written in order.
+// Returns how many JPEGs were packed without restart markers.
+std::uint64_t pack_samples(const std::vector<Sample>& samples, const SyntheticImageOptions& synthetic, Packer& p) {
   std::uint64_t unreadable_jpegs = 0;
   struct Item {
     const Sample* sample;
@@ -343,10 +330,10 @@ int run(int argc, char** argv) {
     return Item{&samples[next++], {}, {}};
   };
   run_in_order<Item>(
-      jobs, read,
+      p.jobs, read,
       [&](Item& item) {
         item.image = image_bytes(*item.sample, synthetic);
-        if (restart_markers && imaging::sniff_format(item.image) == imaging::ImageFormat::kJpeg) {
+        if (p.restart_markers && imaging::sniff_format(item.image) == imaging::ImageFormat::kJpeg) {
           item.unchanged = imaging::add_restart_markers(item.image);
         }
       },
@@ -358,9 +345,52 @@ int run(int argc, char** argv) {
             {sample.key + "." + sample.extension, item.image},
             {sample.key + ".cls", std::as_bytes(std::span(label))},
         };
-        writer.add(encoder.encode(members));
+        p.writer.add(p.encoder.encode(members));
       });
-  print_summary(writer.finish());
+  return unreadable_jpegs;
+}
+
+// Parses the command line; nothing when usage was printed (*status says
+// with what status).
+std::optional<po::variables_map> parse_command_line(int argc, char** argv, int* status) {
+  po::options_description options = make_options();
+  po::options_description all(options);
+  all.add_options()("dir", po::value<std::string>(), "ImageFolder root");
+  po::positional_options_description positional;
+  positional.add("dir", 1);
+  po::variables_map vars;
+  po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vars);
+  po::notify(vars);
+  if (vars.count("help")) {
+    *status = programs::print_usage(options, true);
+    return std::nullopt;
+  }
+  if (!vars.count("dir") && !vars.count("list") && !vars.count("synthetic") && !vars.count("from-shards")) {
+    *status = programs::print_usage(options, false);
+    return std::nullopt;
+  }
+  return vars;
+}
+
+int run(int argc, char** argv) {
+  int status = 0;
+  const auto parsed = parse_command_line(argc, argv, &status);
+  if (!parsed) return status;
+  const po::variables_map& vars = *parsed;
+  // Everything that can be refused is checked before the first shard exists,
+  // but for input files that turn out unreadable.
+  check_inputs(vars);
+  ShardPattern pattern(vars["output"].as<std::string>());
+  ShardLimits limits = shard_limits(vars);
+  SyntheticImageOptions synthetic = synthetic_options(vars);
+  Packer packer{TarEncoder(vars["mtime"].as<std::int64_t>()), ShardWriter(std::move(pattern), limits),
+                vars["restart-markers"].as<bool>(), job_count(vars)};
+  if (vars.count("from-shards")) return repack(vars, packer);
+
+  std::vector<std::string> classes;
+  const std::vector<Sample> samples = select_samples(vars, &classes);
+  const std::uint64_t unreadable_jpegs = pack_samples(samples, synthetic, packer);
+  print_summary(packer.writer.finish());
   if (unreadable_jpegs) std::cout << "JPEGs packed without restart markers (unreadable): " << unreadable_jpegs << '\n';
   if (!classes.empty()) write_class_names(classes, ShardPattern(vars["output"].as<std::string>()));
   return 0;
