@@ -85,9 +85,7 @@ class PyConnection {
   TensorList next() {
     const std::optional<Milliseconds> timeout = get().options().timeout;
     std::optional<TensorList> batch = recv(timeout);
-    if (!batch) {
-      throw TimeoutError("no batch within " + std::to_string(timeout->count()) + " ms from " + get().describe());
-    }
+    if (!batch) throw get().silence_error();
     return std::move(*batch);
   }
 
@@ -258,18 +256,41 @@ py::list endpoint_kinds(const std::vector<std::string>& urls, bool expand_braces
 
 }  // namespace
 
+// ConnectionOptions' defaults, in the units tensorcom.Connection takes
+// (seconds): its signature's defaults come from here, not from a copy.
+py::dict connection_defaults() {
+  const ConnectionOptions o;
+  auto seconds = [](Milliseconds ms) { return static_cast<double>(ms.count()) / 1000.0; };
+  py::dict d;
+  d["multipart"] = o.framing == Framing::kMultipart;
+  d["timeout"] = o.timeout ? py::cast(seconds(*o.timeout)) : py::none();
+  d["epoch"] = o.epoch;
+  d["total"] = o.total;
+  d["send_hwm"] = o.send_high_water_mark;
+  d["recv_hwm"] = o.receive_high_water_mark;
+  d["heartbeat"] = seconds(o.heartbeat);
+  d["heartbeat_timeout"] = seconds(o.heartbeat_timeout);
+  d["reconnect"] = seconds(o.reconnect);
+  d["reconnect_max"] = seconds(o.reconnect_max);
+  d["linger"] = seconds(o.linger);
+  d["max_message_size"] = o.max_message_size;
+  d["stats_horizon"] = o.stats_horizon;
+  d["expand_braces"] = o.expand_braces;
+  return d;
+}
+
 void bind_connection(py::module_& m) {
   bind_statistics(m);
+  m.def("connection_defaults", &connection_defaults, "ConnectionOptions' defaults, durations in seconds");
   m.def("endpoint_kinds", &endpoint_kinds, py::arg("urls"), py::arg("expand_braces") = true,
         "[(\"PUSH\"|\"PULL\"|\"PUB\"|\"SUB\", binds, url), ...] of URLs as a Connection parses them");
   py::class_<PyConnection>(m, "_Connection", "The C++ Connection; tensorcom.Connection wraps it.")
-      .def(py::init(&make_connection), py::arg("urls"), py::kw_only(), py::arg("multipart") = true,
-           py::arg("timeout") = py::none(), py::arg("epoch") = 100000, py::arg("total") = -1,
-           py::arg("topic") = py::none(), py::arg("send_hwm") = 8, py::arg("recv_hwm") = 8, py::arg("heartbeat") = 0.0,
-           py::arg("heartbeat_timeout") = 0.0, py::arg("reconnect") = 0.1, py::arg("reconnect_max") = 2.0,
-           py::arg("linger") = 2.0, py::arg("max_message_size") = std::int64_t{2} << 30,
-           py::arg("stats_horizon") = 1000, py::arg("expand_braces") = true, py::arg("curve_secret") = py::none(),
-           py::arg("curve_server") = py::none(), py::arg("curve_allow") = py::none())
+      // Every argument given: tensorcom.Connection fills them from connection_defaults().
+      .def(py::init(&make_connection), py::arg("urls"), py::kw_only(), py::arg("multipart"), py::arg("timeout"),
+           py::arg("epoch"), py::arg("total"), py::arg("topic"), py::arg("send_hwm"), py::arg("recv_hwm"),
+           py::arg("heartbeat"), py::arg("heartbeat_timeout"), py::arg("reconnect"), py::arg("reconnect_max"),
+           py::arg("linger"), py::arg("max_message_size"), py::arg("stats_horizon"), py::arg("expand_braces"),
+           py::arg("curve_secret"), py::arg("curve_server"), py::arg("curve_allow"))
       .def(
           "recv",
           [](PyConnection& self, std::optional<double> timeout) -> py::object {

@@ -14,6 +14,9 @@ from ._tensorcom import ArgumentError, Statistics, TimeoutError, UnavailableErro
 from .converters import device_converter, listify, make_converters, transform_with
 from .tenbin import as_list, check_acceptable_input_type, decode_buffer, decode_list, encode_buffer, encode_list
 
+# The C++ ConnectionOptions' defaults (durations in seconds): one home for them.
+_DEFAULTS = _tensorcom.connection_defaults()
+
 _WAIT = object()  # recv(): wait as iteration does
 _NOBLOCK = 1      # zmq.NOBLOCK (zmq.DONTWAIT)
 
@@ -132,11 +135,15 @@ class Connection:
     batch_sampler (None, for DataLoader), addr (urlparse of the last URL).
     """
 
-    def __init__(self, url=None, epoch=100000, total=-1, multipart=True, infos=None, device=None, allow64=False,
-                 raw=False, batch_transforms=None, batch_count=True, converters=None, report=-1, stats_horizon=1000,
-                 noexpand=False, *, timeout=None, topic=None, send_hwm=8, recv_hwm=8, heartbeat=0.0,
-                 heartbeat_timeout=0.0, reconnect=0.1, reconnect_max=2.0, linger=2.0, max_message_size=2 << 30,
-                 curve_secret=None, curve_server=None, curve_allow=None):
+    def __init__(self, url=None, epoch=_DEFAULTS["epoch"], total=_DEFAULTS["total"], multipart=_DEFAULTS["multipart"],
+                 infos=None, device=None, allow64=False, raw=False, batch_transforms=None, batch_count=True,
+                 converters=None, report=-1, stats_horizon=_DEFAULTS["stats_horizon"], noexpand=False, *,
+                 timeout=_DEFAULTS["timeout"], topic=None, send_hwm=_DEFAULTS["send_hwm"],
+                 recv_hwm=_DEFAULTS["recv_hwm"], heartbeat=_DEFAULTS["heartbeat"],
+                 heartbeat_timeout=_DEFAULTS["heartbeat_timeout"], reconnect=_DEFAULTS["reconnect"],
+                 reconnect_max=_DEFAULTS["reconnect_max"], linger=_DEFAULTS["linger"],
+                 max_message_size=_DEFAULTS["max_message_size"], curve_secret=None, curve_server=None,
+                 curve_allow=None):
         if device is not None and converters is not None:
             raise ArgumentError("give converters or device, not both")
         self.epoch = epoch

@@ -452,6 +452,11 @@ std::uint64_t Connection::size() const noexcept { return impl_->options_.epoch; 
 
 Connection::Iterator::Iterator(Connection* connection) : connection_(connection) { fetch(); }
 
+TimeoutError Connection::silence_error() const {
+  const std::string waited = options().timeout ? std::to_string(options().timeout->count()) + " ms" : "the timeout";
+  return TimeoutError("no batch within " + waited + " from " + describe());
+}
+
 Connection::Iterator& Connection::Iterator::operator++() {
   fetch();
   return *this;
@@ -464,10 +469,7 @@ void Connection::Iterator::fetch() {
     return;
   }
   auto batch = connection_->recv(options.timeout);
-  if (!batch) {
-    throw TimeoutError("no batch within " + std::to_string(options.timeout->count()) + " ms from " +
-                       connection_->describe());
-  }
+  if (!batch) throw connection_->silence_error();
   current_ = std::move(*batch);
   ++received_;
 }

@@ -533,3 +533,12 @@ def test_curve_from_python(ipc_dir, tmp_path):
     finally:
         for c in (client, stranger, server):
             c.close()
+
+
+def test_connection_defaults_come_from_the_cpp_options():
+    import inspect
+    defaults = tensorcom._tensorcom.connection_defaults()
+    signature = inspect.signature(tensorcom.Connection).parameters
+    for name in ("epoch", "total", "multipart", "timeout", "send_hwm", "recv_hwm", "heartbeat", "heartbeat_timeout",
+                 "reconnect", "reconnect_max", "linger", "max_message_size", "stats_horizon"):
+        assert signature[name].default == defaults[name], name

@@ -183,6 +183,11 @@ class Connection {
   [[nodiscard]] Statistics& stats() noexcept;
   [[nodiscard]] const MalformedCounts& malformed() const noexcept;
   [[nodiscard]] const ConnectionOptions& options() const noexcept;
+  // The error iteration throws when every peer was silent past
+  // options().timeout, naming the timeout and the URLs: the one rule for
+  // every receiving loop (C++ iteration, Python's).
+  [[nodiscard]] TimeoutError silence_error() const;
+
   // Batches per epoch (options().epoch), for frameworks that want a length.
   [[nodiscard]] std::uint64_t size() const noexcept;
 

@@ -1,0 +1,313 @@
+#!/usr/bin/python3
+"""tensorcom.imaging in a PyTorch DataLoader: images/s per worker against
+torchvision's PIL transforms on the same JPEGs, measured in one run:
+  (1) torchvision, 1 worker: Image.open(BytesIO(b)).convert("RGB"), then
+      RandomResizedCrop(224) + RandomHorizontalFlip + PILToTensor;
+  (2) tensorcom.imaging, 1 worker: Compose([RandomResizedCrop(224),
+      RandomHorizontalFlip(), PILToTensor()]) on the bytes;
+  (3), (4) the same with 2 workers (--workers to change the counts: the
+      figures are numbered on, two for each count);
+  (1h)..(4h) the same ending in HWC arrays instead of PILToTensor's CHW
+      views (torchvision: np.array(image); tensorcom.imaging: the Compose's
+      own output), collated into (N, 224, 224, 3) batches: what collating
+      CHW views costs (torch.stack copies them through a slow strided path;
+      an (N, H, W, 3) batch permuted to NCHW is channels-last already).
+With --val, Resize(256) + CenterCrop(224) instead of the crop and flip.
+The dataset yields (bytes, label) pairs of the shards' samples (JPEG and
+.cls), read into memory first so that neither the disk nor tar parsing
+counts, --images of them (the shards' samples over again if they hold
+fewer), in batches of --batch-size collated by the DataLoader's default
+collate in the workers. Worker k is pinned to core k, the main process
+(which only receives the batches) to the next core where there is one.
+Each DataLoader's workers are started and have made a batch before its
+timed pass. Images/s per worker = images/s / workers; the goal:
+tensorcom.imaging >= 3x torchvision's images/s per worker.
+
+Then, on one core in this process, what the Python call costs:
+  (a) torchvision's transform (as in (1)) on each image in a loop;
+  (b) tensorcom.imaging's transform (as in (2)) the same way;
+  (c) tensorcom.imaging's Compose([RandomResizedCrop(224),
+      RandomHorizontalFlip()]), seeded to draw the crops augment-alone draws;
+  (d) augment-alone: the same per-image work in C++ alone, from the same
+      shards (build/tests/bench/augment-alone, --build to find it);
+  (e) the call of (c) with RandomResizedCrop(1), on an 8x8 JPEG: the same
+      Python path with next to no C++ work, the call's fixed cost.
+(c) - (d) is the per-image overhead of the Python call (argument checks,
+drawing the sample's seed, the output array, releasing the GIL), in
+microseconds and as a share of (c): a difference of two larger figures, so
+noisy; (e) measures it directly (an upper bound: it includes decoding one
+8x8 block). (c) and (d) are the training transforms whatever --val says
+(augment-alone has only those), each the best of --repeat runs, taken in
+turns. The DataLoader's own cost per image (collation, shared memory,
+passing batches between processes) is 1e6 / (1-worker images/s) - (a) or
+(b) microseconds: paid by both transforms alike, it narrows their ratio in
+(1)..(4) below (a) / (b).
+(a)..(d) time the images in chunks of 50, each chunk's best of --passes
+passes, as augment-alone does; the DataLoader figures and (e) are the best
+of --repeat runs. The machine is shared and noisy.
+
+    tests/bench/imaging_dataloader.py --shards 'DIR/photos-{000000..000003}.tar' [--build build] [--val]
+        [--images 2000] [--batch-size 64] [--workers 1,2]
+
+Make the shards with ../shared/bench/make-photo-shards (see README).
+Needs torch, torchvision, PIL and numpy, and the tensorcom module
+(PYTHONPATH=build/bindings).
+"""
+import argparse
+import gc
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+
+import numpy as np
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset
+from torchvision import transforms as T
+
+from tensorcom import imaging
+
+TARGET = 3.0  # tensorcom.imaging's images/s per worker over torchvision's
+CHUNK = 50  # images per timed chunk in (a)..(d), as augment-alone
+
+
+def shard_paths(pattern):
+    out = subprocess.run(["bash", "-c", f"printf '%s\\n' {pattern}"], capture_output=True, text=True, check=True)
+    paths = [p for p in out.stdout.split() if os.path.exists(p)]
+    if not paths:
+        sys.exit(f"no shards match {pattern}")
+    return paths
+
+
+def load_samples(paths):
+    """(JPEG bytes, label) of every sample with a .jpg/.jpeg and a .cls, in
+    tar order; members are grouped by key (the name up to the first dot of
+    the file name), as webdataset groups them."""
+    samples = []
+    for path in paths:
+        members = {}
+        with tarfile.open(path) as tar:
+            for m in tar:
+                if not m.isfile():
+                    continue
+                folder, _, base = m.name.rpartition("/")
+                stem, _, extension = base.partition(".")
+                members.setdefault(f"{folder}/{stem}", {})[extension.lower()] = tar.extractfile(m).read()
+        for sample in members.values():  # dicts keep the tar's order
+            jpeg = sample.get("jpg", sample.get("jpeg"))
+            if jpeg is not None and "cls" in sample:
+                samples.append((jpeg, int(sample["cls"])))
+    return samples
+
+
+class TorchvisionTransform:
+    """PIL decoding, as ImageFolder's loader or webdataset's .decode("pil"),
+    then torchvision's transforms; to a CHW tensor, or an HWC array."""
+
+    def __init__(self, val, hwc=False):
+        head = [T.Resize(256), T.CenterCrop(224)] if val else [T.RandomResizedCrop(224), T.RandomHorizontalFlip()]
+        self.transform = T.Compose(head + [np.array if hwc else T.PILToTensor()])
+
+    def __call__(self, data):
+        return self.transform(Image.open(io.BytesIO(data)).convert("RGB"))
+
+
+def tensorcom_transform(val, hwc=False):
+    """tensorcom.imaging's Compose; without PILToTensor, its HWC array."""
+    head = [imaging.Resize(256), imaging.CenterCrop(224)] if val else [imaging.RandomResizedCrop(224),
+                                                                        imaging.RandomHorizontalFlip()]
+    return imaging.Compose(head if hwc else head + [imaging.PILToTensor()])
+
+
+class Samples(Dataset):
+    """count (transform(bytes), label) pairs, cycling through samples."""
+
+    def __init__(self, samples, count, transform):
+        self.samples, self.count, self.transform = samples, count, transform
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, index):
+        data, label = self.samples[index % len(self.samples)]
+        return self.transform(data), label
+
+
+class PinWorker:
+    """worker_init_fn: worker k on cores[k]."""
+
+    def __init__(self, cores):
+        self.cores = cores
+
+    def __call__(self, worker):
+        if self.cores:
+            os.sched_setaffinity(0, {self.cores[worker]})
+
+
+def loader_rate(dataset, workers, batch_size, cores):
+    """images/s through a DataLoader with workers processes, after a warm-up."""
+    pin = len(cores) >= workers
+    everything = os.sched_getaffinity(0)
+    if pin and len(cores) > workers:
+        os.sched_setaffinity(0, {cores[workers]})  # the main process off the workers' cores
+    try:
+        loader = DataLoader(dataset, batch_size=batch_size, num_workers=workers, persistent_workers=True,
+                            worker_init_fn=PinWorker(cores[:workers] if pin else None))
+        warm = iter(loader)
+        for _ in range(min(workers, len(loader))):
+            next(warm)  # every worker started and through its first batch
+        timed = iter(loader)  # waits for the warm-up's batches in flight, then hands out this pass's
+        start = time.perf_counter()
+        images = sum(len(labels) for _, labels in timed)
+        seconds = time.perf_counter() - start
+        del warm, timed, loader
+        gc.collect()
+    finally:
+        os.sched_setaffinity(0, everything)
+    return images / seconds
+
+
+def chunked_seconds(function, items, passes, before_pass=None):
+    """Seconds for function over items: each chunk of CHUNK items timed
+    passes times, its best kept (as augment-alone times its images)."""
+    best = [float("inf")] * ((len(items) + CHUNK - 1) // CHUNK)
+    for _ in range(passes):
+        if before_pass is not None:
+            before_pass()
+        for c in range(len(best)):
+            chunk = items[c * CHUNK:(c + 1) * CHUNK]
+            start = time.perf_counter()
+            for item in chunk:
+                function(item)
+            best[c] = min(best[c], time.perf_counter() - start)
+    return sum(best)
+
+
+def in_process_us(function, jpegs, passes, core, before_pass=None):
+    """Microseconds per image of function over jpegs, on one core."""
+    everything = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {core})
+    try:
+        function(jpegs[0])  # first-call set-up out of the timing
+        return chunked_seconds(function, jpegs, passes, before_pass) / len(jpegs) * 1e6
+    finally:
+        os.sched_setaffinity(0, everything)
+
+
+def augment_alone_us(build, paths, passes, core):
+    """augment-alone's microseconds per image, on one core, or None."""
+    program = os.path.join(build, "tests", "bench", "augment-alone")
+    if not os.access(program, os.X_OK):
+        print(f"(d) unavailable: no {program} (--build)", file=sys.stderr)
+        return None
+    out = subprocess.run(["taskset", "-c", str(core), program, "--passes", str(passes), *paths],
+                         capture_output=True, text=True, timeout=1200)
+    if out.returncode != 0:
+        print(f"(d) unavailable: {out.stderr.strip()}", file=sys.stderr)
+        return None
+    return 1e6 / json.loads(out.stdout)["images_per_s"]
+
+
+def call_cost_us(repeat, core, calls=5000):
+    """Microseconds of a call of the fused training transform that does next
+    to no C++ work: an 8x8 JPEG to a 1x1 crop."""
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), (90, 120, 150)).save(buffer, "JPEG")
+    tiny = buffer.getvalue()
+    transform = imaging.Compose([imaging.RandomResizedCrop(1), imaging.RandomHorizontalFlip()])
+    return min(in_process_us(transform, [tiny] * calls, 1, core) for _ in range(repeat))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shards", required=True, help="brace pattern of tar shards (JPEG + .cls samples)")
+    parser.add_argument("--build", default="build", help="the build folder, for tests/bench/augment-alone")
+    parser.add_argument("--val", action="store_true", help="Resize(256) + CenterCrop(224) instead of training's")
+    parser.add_argument("--images", type=int, default=2000, help="images per DataLoader pass")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--workers", default="1,2", help="worker counts to time, comma-separated")
+    parser.add_argument("--repeat", type=int, default=2, help="runs per figure (the best kept)")
+    parser.add_argument("--passes", type=int, default=3, help="in-process passes (each chunk's best kept)")
+    args = parser.parse_args()
+    counts = [int(w) for w in args.workers.split(",")]
+    paths = shard_paths(args.shards)
+    samples = load_samples(paths)
+    if not samples:
+        sys.exit(f"no JPEG + .cls samples in {args.shards}")
+    jpegs = [data for data, _ in samples]
+    cores = sorted(os.sched_getaffinity(0))
+    torch.set_num_threads(1)
+    kind = "validation (Resize(256) + CenterCrop(224))" if args.val else "training (RandomResizedCrop(224) + flip)"
+    transforms = {(name, layout): make(args.val, hwc=layout == "h")
+                  for layout in ("", "h") for name, make in (("torchvision", TorchvisionTransform),
+                                                            ("tensorcom", tensorcom_transform))}
+
+    rates = {}
+    for _ in range(args.repeat):
+        for workers in counts:
+            for (name, layout), transform in transforms.items():
+                rate = loader_rate(Samples(samples, args.images, transform), workers, args.batch_size, cores)
+                key = name, layout, workers
+                rates[key] = max(rates.get(key, 0.0), rate)
+
+    core = cores[0]
+    us = {"(a)": in_process_us(transforms["torchvision", ""], jpegs, args.passes, core),
+          "(b)": in_process_us(transforms["tensorcom", ""], jpegs, args.passes, core)}
+    generator = imaging.Generator(0)  # image i draws from (0, i), as augment-alone's sample i
+    seeded = imaging.Compose([imaging.RandomResizedCrop(224, generator=generator), imaging.RandomHorizontalFlip()])
+    for _ in range(args.repeat):  # in turns, so that a noisy spell does not land on one of them only
+        figures = {"(c)": in_process_us(seeded, jpegs, args.passes, core, lambda: generator.manual_seed(0)),
+                   "(d)": augment_alone_us(args.build, paths, args.passes, core)}
+        for figure, value in figures.items():
+            if value is not None:
+                us[figure] = min(us.get(figure, float("inf")), value)
+    us["(e)"] = call_cost_us(args.repeat, core)
+
+    print(f"{len(samples)} JPEGs from {len(paths)} shards; {kind}; DataLoader passes of {args.images} images in "
+          f"batches of {args.batch_size}, best of {args.repeat}; cores {','.join(map(str, cores))}")
+    if len(cores) < max(counts):
+        print(f"(fewer cores than workers: {max(counts)} workers ran unpinned)")
+    labels = {}
+    for layout, what in (("", "CHW tensors (PILToTensor)"), ("h", "HWC arrays")):
+        print(f"through the DataLoader, to {what}:")
+        for i, workers in enumerate(counts):
+            for j, name in enumerate(("torchvision", "tensorcom")):
+                figure = labels[name, layout, workers] = f"({2 * i + j + 1}{layout})"
+                rate = rates[name, layout, workers]
+                print(f"{figure:5s} {name:11s} {workers} worker{'s' if workers > 1 else ' '} {rate:8.1f} images/s "
+                      f"{rate / workers:8.1f} per worker")
+        for workers in counts:
+            ratio = rates["tensorcom", layout, workers] / rates["torchvision", layout, workers]
+            print(f"{labels['tensorcom', layout, workers]} / {labels['torchvision', layout, workers]}: {ratio:.2f} "
+                  f"tensorcom/torchvision images/s per worker, {workers} worker{'s' if workers > 1 else ''} "
+                  f"(goal >= {TARGET:g}x: {'met' if ratio >= TARGET else 'missed'})")
+        if 1 in counts:
+            for workers in (w for w in counts if w > 1):
+                print(f"1 -> {workers} workers: torchvision "
+                      f"{rates['torchvision', layout, workers] / rates['torchvision', layout, 1]:.2f}x, "
+                      f"tensorcom {rates['tensorcom', layout, workers] / rates['tensorcom', layout, 1]:.2f}x")
+
+    print(f"in this process, one core (core {core}), {len(jpegs)} images, best of {args.passes} per chunk of {CHUNK}:")
+    print(f"(a) torchvision's transform, as (1)       {us['(a)']:8.1f} us/image")
+    print(f"(b) tensorcom.imaging's transform, as (2) {us['(b)']:8.1f} us/image   (a) / (b) = {us['(a)'] / us['(b)']:.2f}")
+    print(f"(c) tensorcom RandomResizedCrop+flip, HWC {us['(c)']:8.1f} us/image   (training)")
+    if "(d)" in us:
+        overhead = us["(c)"] - us["(d)"]
+        print(f"(d) augment-alone, the same crops in C++  {us['(d)']:8.1f} us/image")
+        print(f"Python call overhead (c) - (d): {overhead:.1f} us/image = {overhead / us['(c)']:.1%} of (c)")
+    print(f"(e) the call's fixed cost (8x8 JPEG to 1x1): {us['(e)']:.1f} us/call = {us['(e)'] / us['(c)']:.1%} of (c)")
+    if 1 in counts:
+        for name, figure in (("torchvision", "(a)"), ("tensorcom", "(b)")):
+            cost = 1e6 / rates[name, "", 1] - us[figure]
+            print(f"the DataLoader's own cost, {name}: 1e6 / {labels[name, '', 1]} - {figure} = {cost:.1f} us/image")
+    print(json.dumps({"images_per_s": {f"{name}{'/hwc' if layout else ''}/{workers}": rate
+                                       for (name, layout, workers), rate in rates.items()},
+                      "us_per_image": us}))
+
+
+if __name__ == "__main__":
+    main()
