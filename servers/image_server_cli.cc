@@ -27,7 +27,8 @@ std::array<float, 3> parse_triple(const std::string& text, const char* name) {
       throw ArgumentError(std::string("--") + name + " '" + text + "': not a number: '" + item + "'");
     }
   }
-  if (n != 3 || std::getline(in, item)) throw ArgumentError(std::string("--") + name + " needs three comma-separated values");
+  if (n != 3 || std::getline(in, item))
+    throw ArgumentError(std::string("--") + name + " needs three comma-separated values");
   return out;
 }
 
@@ -37,15 +38,14 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage) : options
   server.program = program;
   server.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ImageServerOptions& s = server;
-  options.add_options()("help,h", "show this help")(
-      "batch,b", po::value(&s.format.batch_size)->default_value(32), "images per batch")(
+  options.add_options()("help,h", "show this help")("batch,b", po::value(&s.format.batch_size)->default_value(32),
+                                                    "images per batch")(
       "workers,w", po::value(&s.workers)->default_value(s.workers), "decoding threads")(
       "report,r", po::value(&s.report)->default_value(10), "print a rate line every N batches (0: never)")(
       "epochs", po::value(&s.epochs)->default_value(0), "passes over the data, then exit (0: forever)")(
       "epoch-batches", po::value(&s.epoch_batches)->default_value(0),
       "batches per epoch: the share cut to this or read again until it is met, so that every rank gets as many "
-      "(0: the share as it is)")(
-      "seed", po::value(&s.order.seed)->default_value(0), "seed of every random choice")(
+      "(0: the share as it is)")("seed", po::value(&s.order.seed)->default_value(0), "seed of every random choice")(
       "shuffle", po::value(&s.shuffle_buffer)->default_value(1000), "shuffle buffer in samples (0: none)")(
       "size", po::value(&s.format.size)->default_value(224), "output height and width")(
       "val", "validation transform: resize to size*256/224, centre crop, no flip")(
@@ -61,19 +61,18 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage) : options
       "mean", po::value(&mean_), "per-channel mean for float output (default ImageNet's 0.485,0.456,0.406)")(
       "std", po::value(&std_), "per-channel std for float output (default 0.229,0.224,0.225)")(
       "classes", po::value(&s.classes)->default_value(0), "labels must be below this (0: any)")(
-      "max-pixels", po::value(&s.augment.max_pixels)->default_value(s.augment.max_pixels),
-      "refuse larger images")(
+      "max-pixels", po::value(&s.augment.max_pixels)->default_value(s.augment.max_pixels), "refuse larger images")(
       "memory-limit", po::value(&s.memory_limit)->default_value(default_memory_limit()),
       "bytes of encoded samples buffered between reading and decoding (default: an eighth of memory, at most 4 GiB)")(
       "max-image-bytes", po::value(&s.max_image_bytes)->default_value(s.max_image_bytes),
-      "skip encoded images larger than this, unread")(
-      "rank", po::value(&s.order.rank)->default_value(0), "this server's share of the shards ...")(
+      "skip encoded images larger than this, unread")("rank", po::value(&s.order.rank)->default_value(0),
+                                                      "this server's share of the shards ...")(
       "world", po::value(&s.order.world)->default_value(1), "... among this many servers")(
       "resample", "draw shards with replacement instead of splitting them")(
       "subscribers", po::value(&s.subscribers)->default_value(0),
       "PUB: wait for this many subscribers before the first batch, and never drop a batch for a slow one "
-      "(0: start with one, drop for slow ones)")(
-      "hwm", po::value(&s.connection.send_high_water_mark)->default_value(2), "batches queued per peer")(
+      "(0: start with one, drop for slow ones)")("hwm", po::value(&s.connection.send_high_water_mark)->default_value(2),
+                                                 "batches queued per peer")(
       "single", "send single-buffer messages instead of multipart")(
       "linger", po::value(&linger_ms_)->default_value(linger_ms_), "ms to deliver queued batches at exit")(
       "metrics", po::value(&s.metrics_address), "serve Prometheus metrics on HOST:PORT (port 0: any; default: none)")(
@@ -128,7 +127,8 @@ void ImageServerCli::finish_augment() {
   a.resample = *resample;
   if (vars_.count("scale")) {
     auto v = vars_["scale"].as<std::vector<float>>();
-    if (v.size() != 2 || !(0 < v[0] && v[0] <= v[1] && v[1] <= 1)) throw ArgumentError("--scale needs 0 < MIN <= MAX <= 1");
+    if (v.size() != 2 || !(0 < v[0] && v[0] <= v[1] && v[1] <= 1))
+      throw ArgumentError("--scale needs 0 < MIN <= MAX <= 1");
     a.crop.scale_min = v[0];
     a.crop.scale_max = v[1];
   }

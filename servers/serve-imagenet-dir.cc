@@ -16,10 +16,12 @@ int main(int argc, char** argv) {
   return programs::program_main("serve-imagenet-dir", [&]() -> int {
     pipeline::ImageServerCli cli("serve-imagenet-dir", "serve-imagenet-dir [options] -d DIR [ADDRESS...]");
     std::string dir;
-    cli.options.add_options()("dir,d", po::value(&dir)->required(), "ImageFolder root (with train/ and val/, or classes)");
+    cli.options.add_options()("dir,d", po::value(&dir)->required(),
+                              "ImageFolder root (with train/ and val/, or classes)");
     if (!cli.parse(argc, argv)) return 0;
     std::filesystem::path split = std::filesystem::path(dir) / (cli.vars().count("val") ? "val" : "train");
-    formats::ImageFolder folder = formats::scan_image_folder(std::filesystem::is_directory(split) ? split : std::filesystem::path(dir));
+    formats::ImageFolder folder =
+        formats::scan_image_folder(std::filesystem::is_directory(split) ? split : std::filesystem::path(dir));
     if (folder.images.empty()) throw IoError("no images under '" + dir + "' (expected DIR/CLASS/*.jpg)", ENOENT);
     for (const std::string& name : folder.empty_classes) {
       std::cerr << "serve-imagenet-dir: class folder " << name << " holds no image (its label is kept)\n";

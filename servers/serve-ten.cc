@@ -87,7 +87,8 @@ int serve(const ServeTenOptions& options) {
 
   auto start = std::chrono::steady_clock::now();
   std::uint64_t sent = 0;
-  for (std::uint64_t epoch = 0; (options.epochs == 0 || epoch < options.epochs) && !programs::stop_requested(); ++epoch) {
+  for (std::uint64_t epoch = 0; (options.epochs == 0 || epoch < options.epochs) && !programs::stop_requested();
+       ++epoch) {
     for (const TensorList& list : lists) {
       if (programs::stop_requested()) break;
       pace(options.rate, sent, start);
@@ -113,20 +114,20 @@ int main(int argc, char** argv) {
     std::int64_t linger_ms = 10000;
     po::options_description options(std::string("serve-ten [options] [ADDRESS...] (default ") +
                                     programs::kDefaultServeUrl + ")");
-    options.add_options()("help,h", "show this help")(
-        "input,i", po::value(&o.inputs)->required(), ".ten file to serve (repeatable, brace-expanded)")(
+    options.add_options()("help,h", "show this help")("input,i", po::value(&o.inputs)->required(),
+                                                      ".ten file to serve (repeatable, brace-expanded)")(
         "epochs", po::value(&o.epochs)->default_value(1), "passes over the inputs (0: forever)")(
         "rate", po::value(&o.rate)->default_value(0), "batches per second at most (0: no limit)")(
         "report,r", po::value(&o.report)->default_value(0), "print a rate line every N batches (0: never)")(
-        "group,g", po::value(&o.group)->default_value(kInferListLength),
-        "tensors per list in the files (0: infer)")("single", "send single-buffer messages instead of multipart")(
+        "group,g", po::value(&o.group)->default_value(kInferListLength), "tensors per list in the files (0: infer)")(
+        "single", "send single-buffer messages instead of multipart")(
         "hwm", po::value(&o.connection.send_high_water_mark)->default_value(8), "batches queued per peer")(
         "linger", po::value(&linger_ms)->default_value(linger_ms),
         "ms to wait at exit for queued batches to be delivered (-1: forever)")(
         "metrics", po::value(&o.metrics_address), "serve Prometheus metrics on HOST:PORT (port 0: any; default: none)")(
         "metrics-hold", po::value(&o.metrics_hold_s)->default_value(0),
-        "seconds to keep answering scrapes after serving ends")(
-        "address", po::value(&o.addresses), "URLs to serve on (brace-expanded)");
+        "seconds to keep answering scrapes after serving ends")("address", po::value(&o.addresses),
+                                                                "URLs to serve on (brace-expanded)");
     programs::CurveFlags curve;
     programs::add_curve_options(options, curve);
     po::positional_options_description positional;

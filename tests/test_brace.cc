@@ -82,9 +82,7 @@ TEST_CASE("brace_expand: ranges") {
     CHECK(expand("{e..a..2}") == "[e] [c] [a]");
     CHECK(expand("{A..z..10}") == "[A] [K] [U] [_] [i] [s]");
   }
-  SUBCASE("shard names") {
-    CHECK(expand("shard-{0..2}.tar") == "[shard-0.tar] [shard-1.tar] [shard-2.tar]");
-  }
+  SUBCASE("shard names") { CHECK(expand("shard-{0..2}.tar") == "[shard-0.tar] [shard-1.tar] [shard-2.tar]"); }
 }
 
 TEST_CASE("brace_expand: escapes and literal braces") {
@@ -139,12 +137,10 @@ TEST_CASE("brace_expand: the result limit and brace_expand_all") {
                          "brace pattern '{1..1000}{1..1001}' expands to more than 1000000 strings",
                          tensorcom::ArgumentError);
     CHECK_THROWS_WITH_AS((void)brace_expand("x{0..9}{0..9}{0..9}{0..9}{0..9}{0..9}{0..9}"),
-                         doctest::Contains("'x{0..9}{0..9}{0..9}{0..9}{0..9}{0..9}{0..9}'"),
+                         doctest::Contains("'x{0..9}{0..9}{0..9}{0..9}{0..9}{0..9}{0..9}'"), tensorcom::ArgumentError);
+    CHECK_THROWS_WITH_AS((void)brace_expand("{a,{0..99999999999}}"), doctest::Contains("'{a,{0..99999999999}}'"),
                          tensorcom::ArgumentError);
-    CHECK_THROWS_WITH_AS((void)brace_expand("{a,{0..99999999999}}"),
-                         doctest::Contains("'{a,{0..99999999999}}'"), tensorcom::ArgumentError);
-    CHECK_THROWS_AS((void)brace_expand("{-9223372036854775808..9223372036854775807}"),
-                    tensorcom::ArgumentError);
+    CHECK_THROWS_AS((void)brace_expand("{-9223372036854775808..9223372036854775807}"), tensorcom::ArgumentError);
   }
   SUBCASE("nesting is bounded: a deep pattern is an error, not a stack overflow") {
     auto nested = [](std::size_t depth) {

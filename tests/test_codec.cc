@@ -84,8 +84,8 @@ TEST_CASE("tensor") {
   SUBCASE("bad shapes and infos are rejected") {
     CHECK_THROWS_AS((void)Tensor::allocate(DType::kUInt8, {-1}), ArgumentError);
     CHECK_THROWS_AS((void)Tensor::allocate(DType::kUInt64, {1ll << 40, 1ll << 40}), ArgumentError);
-    CHECK_THROWS_WITH_AS((void)Tensor::allocate(DType::kUInt8, {1}, "123456789"),
-                         doctest::Contains("123456789"), ArgumentError);
+    CHECK_THROWS_WITH_AS((void)Tensor::allocate(DType::kUInt8, {1}, "123456789"), doctest::Contains("123456789"),
+                         ArgumentError);
   }
   SUBCASE("values are typed") {
     Tensor t = Tensor::zeros(DType::kInt32, {4});

@@ -302,7 +302,8 @@ TEST_CASE("malformed messages are counted by kind, logged once a kind, and skipp
   for (int i = 0; i < 2; ++i) {
     for (int j = 0; j < 2; ++j) {
       raw.send(zmq::buffer(header.data(), header.size()), zmq::send_flags::sndmore);
-      raw.send(zmq::buffer(good[1].data(), good[1].nbytes()), j == 1 ? zmq::send_flags::none : zmq::send_flags::sndmore);
+      raw.send(zmq::buffer(good[1].data(), good[1].nbytes()),
+               j == 1 ? zmq::send_flags::none : zmq::send_flags::sndmore);
     }
   }
   // Then a good batch (one tensor: header and data).

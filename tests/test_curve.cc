@@ -63,7 +63,8 @@ TEST_CASE("CURVE certificates") {
                "#   ****  Generated on 2026-01-01 by CZMQ  ****\n"
                "#   ZeroMQ CURVE Public Certificate\n\n"
                "metadata\n    name = \"trainer-7\"\n"
-               "curve\n    public-key = '" + keys.public_key + "'\n");
+               "curve\n    public-key = '" +
+                   keys.public_key + "'\n");
     CHECK(read_curve_certificate(dir.path / "czmq").public_key == keys.public_key);
   }
   SUBCASE("what is not a certificate is refused, naming the file and line") {

@@ -135,8 +135,7 @@ TEST_CASE("multipart frame sizes match the reference's") {
 
 int main(int argc, char** argv) {
   if (!fs::is_directory(golden_dir())) {
-    std::fprintf(stderr, "golden directory '%s' not found (set TENSORCOM_GOLDEN_DIR): skipped\n",
-                 golden_dir().c_str());
+    std::fprintf(stderr, "golden directory '%s' not found (set TENSORCOM_GOLDEN_DIR): skipped\n", golden_dir().c_str());
     return 77;
   }
   doctest::Context context(argc, argv);

@@ -55,10 +55,8 @@ TEST_CASE("the channel affine map is (x / 255 - mean) / std") {
     const std::vector<float> zero{1, 0, 1}, infinite{std::numeric_limits<float>::infinity()};
     CHECK_THROWS_WITH_AS((void)channel_affine(two, three, 3), "mean has 2 values for 3 channels", ArgumentError);
     CHECK_THROWS_WITH_AS((void)channel_affine(three, three, 4), "mean has 3 values for 4 channels", ArgumentError);
-    CHECK_THROWS_WITH_AS((void)channel_affine(none, three, 3), "mean and std need 1 to 4 values, not 0",
-                         ArgumentError);
-    CHECK_THROWS_WITH_AS((void)channel_affine(three, five, 3), "mean and std need 1 to 4 values, not 5",
-                         ArgumentError);
+    CHECK_THROWS_WITH_AS((void)channel_affine(none, three, 3), "mean and std need 1 to 4 values, not 0", ArgumentError);
+    CHECK_THROWS_WITH_AS((void)channel_affine(three, five, 3), "mean and std need 1 to 4 values, not 5", ArgumentError);
     CHECK_THROWS_WITH_AS((void)channel_affine(three, zero, 3), doctest::Contains("is zero or not finite"),
                          ArgumentError);
     CHECK_THROWS_AS((void)channel_affine(three, infinite, 3), ArgumentError);

@@ -36,8 +36,8 @@ TEST_CASE("metadata round trip") {
   SUBCASE("the encoding is a plain msgpack map") {
     BatchMetadata small{{}, {}, "", 5, {}};
     // fixmap(4) "keys" [] "shards" [] "server" "" "seq" 5
-    auto expected = bytes_of({0x84, 0xa4, 'k', 'e', 'y', 's', 0x90, 0xa6, 's', 'h', 'a', 'r', 'd', 's', 0x90, 0xa6, 's',
-                              'e', 'r', 'v', 'e', 'r', 0xa0, 0xa3, 's', 'e', 'q', 0x05});
+    auto expected = bytes_of({0x84, 0xa4, 'k', 'e', 'y', 's', 0x90, 0xa6, 's',  'h',  'a', 'r', 'd', 's',
+                              0x90, 0xa6, 's', 'e', 'r', 'v', 'e',  'r',  0xa0, 0xa3, 's', 'e', 'q', 0x05});
     CHECK(encode_metadata(small) == expected);
   }
   SUBCASE("unknown keys are skipped") {
@@ -52,8 +52,8 @@ TEST_CASE("hostile metadata") {
     CHECK_THROWS_WITH_AS((void)decode_metadata(bytes_of({0x91, 0x01})), doctest::Contains("not a map"), FormatError);
   }
   SUBCASE("truncated") {
-    CHECK_THROWS_WITH_AS((void)decode_metadata(bytes_of({0x81, 0xa3, 's', 'e'})), doctest::Contains("not valid msgpack"),
-                         FormatError);
+    CHECK_THROWS_WITH_AS((void)decode_metadata(bytes_of({0x81, 0xa3, 's', 'e'})),
+                         doctest::Contains("not valid msgpack"), FormatError);
   }
   SUBCASE("trailing bytes") {
     CHECK_THROWS_WITH_AS((void)decode_metadata(bytes_of({0x80, 0x00})), doctest::Contains("1 trailing bytes"),
@@ -61,8 +61,8 @@ TEST_CASE("hostile metadata") {
   }
   SUBCASE("geometry that does not fit the samples") {
     BatchMetadata meta{{"a", "b"}, {"s", "s"}, "h", 1, {{1, 2, 3, 4, false, 9, 9}}};
-    CHECK_THROWS_WITH_AS((void)decode_metadata(encode_metadata(meta)), doctest::Contains("geometry for 1 samples and 2 keys"),
-                         FormatError);
+    CHECK_THROWS_WITH_AS((void)decode_metadata(encode_metadata(meta)),
+                         doctest::Contains("geometry for 1 samples and 2 keys"), FormatError);
     // {"crops": [[1, 2, 3]]}: a box of three values
     auto short_box = bytes_of({0x81, 0xa5, 'c', 'r', 'o', 'p', 's', 0x91, 0x93, 0x01, 0x02, 0x03});
     CHECK_THROWS_WITH_AS((void)decode_metadata(short_box), doctest::Contains("item of 3 values"), FormatError);

@@ -18,8 +18,9 @@ TEST_CASE("metrics text") {
   MetricsText out;
   SUBCASE("a counter: HELP, TYPE, an exact integer") {
     out.counter("tensorcom_x_total", "Things.", std::uint64_t{18446744073709551615u});
-    CHECK(out.text() == "# HELP tensorcom_x_total Things.\n# TYPE tensorcom_x_total counter\n"
-                        "tensorcom_x_total 18446744073709551615\n");
+    CHECK(out.text() ==
+          "# HELP tensorcom_x_total Things.\n# TYPE tensorcom_x_total counter\n"
+          "tensorcom_x_total 18446744073709551615\n");
   }
   SUBCASE("a gauge with a fraction") {
     out.gauge("tensorcom_depth", "Depth.", 2.5);
@@ -29,9 +30,10 @@ TEST_CASE("metrics text") {
     out.family("tensorcom_skipped_total", MetricType::kCounter, "Skipped.");
     out.sample(std::uint64_t{3}, {{"reason", "undecodable"}});
     out.sample(std::uint64_t{1}, {{"reason", "no label"}, {"shard", "a"}});
-    CHECK(out.text() == "# HELP tensorcom_skipped_total Skipped.\n# TYPE tensorcom_skipped_total counter\n"
-                        "tensorcom_skipped_total{reason=\"undecodable\"} 3\n"
-                        "tensorcom_skipped_total{reason=\"no label\",shard=\"a\"} 1\n");
+    CHECK(out.text() ==
+          "# HELP tensorcom_skipped_total Skipped.\n# TYPE tensorcom_skipped_total counter\n"
+          "tensorcom_skipped_total{reason=\"undecodable\"} 3\n"
+          "tensorcom_skipped_total{reason=\"no label\",shard=\"a\"} 1\n");
   }
   SUBCASE("label values escape backslash, quote and line feed; UTF-8 passes") {
     out.family("m", MetricType::kGauge, "h");

@@ -93,8 +93,7 @@ TEST_CASE("several lists back to back") {
   SUBCASE("explicit list length") {
     CHECK(read_ten_lists(file, 2).size() == 3);
     CHECK(read_ten_lists(file, 6).size() == 1);
-    CHECK_THROWS_WITH_AS((void)read_ten_lists(file, 4), doctest::Contains("do not split into lists of 4"),
-                         FormatError);
+    CHECK_THROWS_WITH_AS((void)read_ten_lists(file, 4), doctest::Contains("do not split into lists of 4"), FormatError);
   }
   SUBCASE("appending adds lists") {
     TenWriter writer(file, TenWriter::Mode::kAppend);

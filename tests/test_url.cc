@@ -53,9 +53,8 @@ TEST_CASE("parse_url: schemes, roles and transports") {
       bool bind;
     };
     const Row rows[] = {
-        {"zpush", SocketKind::kPush, false}, {"zpull", SocketKind::kPull, true},
-        {"zpub", SocketKind::kPub, true},    {"zsub", SocketKind::kSub, false},
-        {"zrpush", SocketKind::kPush, true}, {"zrpull", SocketKind::kPull, false},
+        {"zpush", SocketKind::kPush, false}, {"zpull", SocketKind::kPull, true},  {"zpub", SocketKind::kPub, true},
+        {"zsub", SocketKind::kSub, false},   {"zrpush", SocketKind::kPush, true}, {"zrpull", SocketKind::kPull, false},
         {"zrpub", SocketKind::kPub, false},  {"zrsub", SocketKind::kSub, true},
     };
     for (const auto& row : rows) {
@@ -110,11 +109,10 @@ TEST_CASE("parse_url: schemes, roles and transports") {
 
 TEST_CASE("parse_url: rejections name the URL and the problem") {
   SUBCASE("unknown scheme, exact message") {
-    CHECK_THROWS_WITH_AS(
-        (void)parse_url("zfoo://h:1"),
-        "bad URL 'zfoo://h:1': unknown scheme 'zfoo' (expected one of zpush, zpull, "
-        "zpub, zsub, zrpush, zrpull, zrpub, zrsub)",
-        UrlError);
+    CHECK_THROWS_WITH_AS((void)parse_url("zfoo://h:1"),
+                         "bad URL 'zfoo://h:1': unknown scheme 'zfoo' (expected one of zpush, zpull, "
+                         "zpub, zsub, zrpush, zrpull, zrpub, zrsub)",
+                         UrlError);
     check_rejected("tcp://h:1", "unknown scheme 'tcp'");
     check_rejected("://h:1", "unknown scheme ''");
   }
@@ -174,14 +172,13 @@ TEST_CASE("parse_urls: expansion and one shared socket") {
       CHECK_FALSE(endpoint.bind);
       urls.push_back(endpoint.url);
     }
-    CHECK(urls == std::vector<std::string>{"zsub://h1:7880", "zsub://h1:7881", "zsub://h1:7882",
-                                           "zsub://h1:7883", "zsub://h2:7880", "zsub://h2:7881",
-                                           "zsub://h2:7882", "zsub://h2:7883"});
+    CHECK(urls == std::vector<std::string>{"zsub://h1:7880", "zsub://h1:7881", "zsub://h1:7882", "zsub://h1:7883",
+                                           "zsub://h2:7880", "zsub://h2:7881", "zsub://h2:7882", "zsub://h2:7883"});
     CHECK(endpoints[5].address == "tcp://h2:7881");
   }
   SUBCASE("several patterns concatenate; binding and connecting may mix") {
-    const auto endpoints = parse_urls(
-        std::vector<std::string>{"zpush://a:{1..2}", "zrpush+ipc:///tmp/q", "zpush+inproc://i"});
+    const auto endpoints =
+        parse_urls(std::vector<std::string>{"zpush://a:{1..2}", "zrpush+ipc:///tmp/q", "zpush+inproc://i"});
     REQUIRE(endpoints.size() == 4);
     CHECK(endpoints[0].address == "tcp://a:1");
     CHECK(endpoints[1].address == "tcp://a:2");
@@ -191,8 +188,7 @@ TEST_CASE("parse_urls: expansion and one shared socket") {
     CHECK_FALSE(endpoints[3].bind);
   }
   SUBCASE("without expansion each pattern is one literal URL") {
-    const auto endpoints =
-        parse_urls(std::vector<std::string>{"zpull+ipc:///tmp/a{1,2}", "zpull+ipc:///tmp/b"}, false);
+    const auto endpoints = parse_urls(std::vector<std::string>{"zpull+ipc:///tmp/a{1,2}", "zpull+ipc:///tmp/b"}, false);
     REQUIRE(endpoints.size() == 2);
     CHECK(endpoints[0].address == "ipc:///tmp/a{1,2}");
     CHECK(endpoints[1].address == "ipc:///tmp/b");
@@ -203,9 +199,7 @@ TEST_CASE("parse_urls: expansion and one shared socket") {
     REQUIRE(endpoints.size() == 2);
     CHECK(endpoints[1].topic == "t");
   }
-  SUBCASE("no URL") {
-    CHECK_THROWS_WITH_AS((void)parse_urls(std::vector<std::string>{}), "no URL given", UrlError);
-  }
+  SUBCASE("no URL") { CHECK_THROWS_WITH_AS((void)parse_urls(std::vector<std::string>{}), "no URL given", UrlError); }
   SUBCASE("mixed socket kinds are rejected, naming both URLs") {
     CHECK(error_of(std::vector<std::string>{"zpush://a:1", "zpull://*:2"}) ==
           "URLs 'zpush://a:1' and 'zpull://*:2' cannot share one socket: PUSH vs PULL");
@@ -219,8 +213,7 @@ TEST_CASE("parse_urls: expansion and one shared socket") {
           "URLs 'zsub://h:1' and 'zsub://h:2#x' cannot share one socket: topics '' vs 'x'");
   }
   SUBCASE("a bad expanded URL is reported as itself") {
-    CHECK(error_of(std::vector<std::string>{"zpush://h:{65535..65536}"})
-              .find("bad URL 'zpush://h:65536'") == 0);
+    CHECK(error_of(std::vector<std::string>{"zpush://h:{65535..65536}"}).find("bad URL 'zpush://h:65536'") == 0);
   }
   SUBCASE("too many URLs") {
     CHECK_THROWS_AS((void)parse_urls(std::vector<std::string>{"zpush://h{0..9999}:{1..1000}"}),

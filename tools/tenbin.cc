@@ -91,7 +91,8 @@ bool report_salvage(const std::string& file, std::size_t group) {
     return true;
   }
   std::cout << file << ": damaged: " << r.lists << " whole lists (" << r.tensors << " tensors, "
-            << (r.list_length ? "lists of " + std::to_string(r.list_length) : std::string("list length unknown: give -g"))
+            << (r.list_length ? "lists of " + std::to_string(r.list_length)
+                              : std::string("list length unknown: give -g"))
             << ") in the first " << r.whole_bytes << " of " << r.file_bytes << " bytes";
   if (r.lost_tensors) std::cout << "; " << r.lost_tensors << " tensors after them are not a whole list";
   if (r.damage) std::cout << "; damaged at byte " << r.damage->offset() << ": " << r.damage->message();
@@ -101,8 +102,9 @@ bool report_salvage(const std::string& file, std::size_t group) {
 
 int run_check(const std::vector<std::string>& argv) {
   auto options = list_options("tenbin check [--salvage] FILE.ten...");
-  options.add_options()("salvage", po::bool_switch(),
-                        "for a damaged file, say how many whole lists precede the damage (tenbin cat --salvage copies them)");
+  options.add_options()(
+      "salvage", po::bool_switch(),
+      "for a damaged file, say how many whole lists precede the damage (tenbin cat --salvage copies them)");
   Parsed p = parse(options, argv);
   if (p.vars.count("help") || p.args.empty()) return programs::print_usage(options, p.vars.count("help"));
   const std::size_t group = p.vars["group"].as<std::size_t>();
@@ -183,7 +185,7 @@ bool record_batches(Connection& connection, TenWriter& writer) {
 int run_record(const std::vector<std::string>& argv) {
   po::options_description options("tenbin record URL... -n N -o OUT.ten");
   options.add_options()("help,h", "show this help")("count,n", po::value<std::uint64_t>()->required(),
-                                                     "batches to record")(
+                                                    "batches to record")(
       "output,o", po::value<std::string>()->required(), "output .ten file")(
       "timeout,t", po::value<double>()->default_value(30), "seconds to wait for each batch before giving up");
   Parsed p = parse(options, argv);
@@ -212,8 +214,8 @@ int run_record(const std::vector<std::string>& argv) {
                 " (recover them with: tenbin cat --salvage " + temporary + " -o " + output + ")");
   }
   const Statistics& stats = connection.stats();
-  std::cerr << "tenbin record: " << stats.batches() << " batches, " << stats.samples() << " samples, "
-            << stats.bytes() << " bytes";
+  std::cerr << "tenbin record: " << stats.batches() << " batches, " << stats.samples() << " samples, " << stats.bytes()
+            << " bytes";
   if (connection.malformed().total()) std::cerr << ", skipped " << connection.malformed().total() << " malformed";
   if (!completed) std::cerr << ", stopped by a signal";
   std::cerr << '\n';
@@ -237,7 +239,7 @@ void fill_random(std::span<std::byte> bytes, std::uint64_t seed) {
 int run_synth(const std::vector<std::string>& argv) {
   po::options_description options("tenbin synth -b B -s S -n N -o OUT.ten");
   options.add_options()("help,h", "show this help")("batch,b", po::value<std::int64_t>()->default_value(32),
-                                                     "images per batch")(
+                                                    "images per batch")(
       "size,s", po::value<std::int64_t>()->default_value(224), "image height and width")(
       "count,n", po::value<std::uint64_t>()->default_value(1), "batches")(
       "classes", po::value<std::int32_t>()->default_value(1000), "labels are 0..classes-1")(
@@ -254,7 +256,8 @@ int run_synth(const std::vector<std::string>& argv) {
     fill_random(images.bytes(), n);
     Tensor labels = Tensor::allocate(DType::kInt32, {b});
     auto values = labels.values<std::int32_t>();
-    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<std::int32_t>((n * 7919 + i * 104729) % classes);
+    for (std::size_t i = 0; i < values.size(); ++i)
+      values[i] = static_cast<std::int32_t>((n * 7919 + i * 104729) % classes);
     TensorList batch{images, labels};
     writer.write(batch);
   }

@@ -41,11 +41,11 @@ constexpr double kBytesPerMegabyte = 1e6;
 
 struct MonitorOptions {
   SourceOptions source;
-  std::int64_t report = 10;  // a report every N batches
-  std::int64_t count = 0;    // stop after this many batches (0: never)
-  bool json = false;         // JSON lines instead of text
-  bool live = false;         // rewrite one line (stdout is a terminal and not --json)
-  double step_ms = 0;        // time spent per batch, as a trainer's step would (0: none)
+  std::int64_t report = 10;     // a report every N batches
+  std::int64_t count = 0;       // stop after this many batches (0: never)
+  bool json = false;            // JSON lines instead of text
+  bool live = false;            // rewrite one line (stdout is a terminal and not --json)
+  double step_ms = 0;           // time spent per batch, as a trainer's step would (0: none)
   std::string metrics_address;  // HOST:PORT for Prometheus metrics (empty: none)
 };
 
@@ -63,8 +63,8 @@ constexpr double kProducerBound = 0.5;
 // "bottleneck: producer (waiting 83%)".
 std::string bottleneck(double waiting) {
   char text[64];
-  std::snprintf(text, sizeof text, "bottleneck: %s (waiting %.0f%%)", waiting >= kProducerBound ? "producer" : "consumer",
-                100 * waiting);
+  std::snprintf(text, sizeof text, "bottleneck: %s (waiting %.0f%%)",
+                waiting >= kProducerBound ? "producer" : "consumer", 100 * waiting);
   return text;
 }
 
@@ -203,8 +203,7 @@ class Monitor {
  private:
   // "\x1b[K" clears what a longer previous line left on the right.
   void draw_live(Clock::time_point now, std::uint64_t batch_size, double blocked_seconds) {
-    std::cout << '\r' << report_line(index_, window_.rates(now, blocked_seconds), batch_size) << "\x1b[K"
-              << std::flush;
+    std::cout << '\r' << report_line(index_, window_.rates(now, blocked_seconds), batch_size) << "\x1b[K" << std::flush;
     live_line_shown_ = true;
     window_.restart(now, blocked_seconds);
     last_draw_ = now;
@@ -222,10 +221,10 @@ class Monitor {
 
 // Serves the receiver's metrics while it lives, if an address was given.
 std::unique_ptr<metrics::MetricsServer> start_metrics(const MonitorOptions& options,
-                                                        const metrics::ReceiverMetrics& metrics) {
+                                                      const metrics::ReceiverMetrics& metrics) {
   if (options.metrics_address.empty()) return nullptr;
-  auto server = std::make_unique<metrics::MetricsServer>(
-      options.metrics_address, [&metrics](metrics::MetricsText& out) { metrics.write(out); });
+  auto server = std::make_unique<metrics::MetricsServer>(options.metrics_address,
+                                                         [&metrics](metrics::MetricsText& out) { metrics.write(out); });
   std::cerr << "tensormon: metrics: " << server->url() << std::endl;
   return server;
 }
@@ -236,7 +235,8 @@ int monitor(const MonitorOptions& options) {
   const auto metrics_server = start_metrics(options, metrics);
   Monitor monitor(options);
   source.set_before_message([&monitor] { monitor.end_live_line(); });
-  const auto step = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(options.step_ms));
+  const auto step =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(options.step_ms));
   std::uint64_t received = 0;
   while (options.count == 0 || received < static_cast<std::uint64_t>(options.count)) {
     std::optional<TensorList> batch = source.next();
@@ -257,8 +257,9 @@ int main(int argc, char** argv) {
     MonitorOptions o;
     po::options_description options("options");
     options.add_options()("help,h", "show this help")("report,r", po::value(&o.report)->default_value(o.report),
-                                                       "report every N batches")(
-        "count,c", po::value(&o.count)->default_value(o.count), "stop after COUNT batches and print a summary (0: never)")(
+                                                      "report every N batches")(
+        "count,c", po::value(&o.count)->default_value(o.count),
+        "stop after COUNT batches and print a summary (0: never)")(
         "json", po::bool_switch(&o.json), "print JSON objects, one a line, the last with \"summary\": true")(
         "step-ms", po::value(&o.step_ms)->default_value(o.step_ms),
         "spend MS milliseconds per batch, as a trainer's step would: do the servers keep up with it?")(

@@ -41,11 +41,11 @@ const char* const kWindowName = "tensorshow";
 
 struct ShowOptions {
   SourceOptions source;
-  std::int64_t batches = 1;           // batches to show
+  std::int64_t batches = 1;  // batches to show
   std::string output = "tensorshow.png";
-  bool write = true;                  // write PNGs (not with --window alone)
-  bool window = false;                // show in an OpenCV window
-  std::optional<std::string> classes; // classes.json
+  bool write = true;                   // write PNGs (not with --window alone)
+  bool window = false;                 // show in an OpenCV window
+  std::optional<std::string> classes;  // classes.json
 };
 
 // Maps element values to 0..255: uint8 as they are, floats min-max scaled
@@ -154,9 +154,9 @@ BatchImages find_batch_images(const TensorList& batch, std::uint64_t number) {
   if (!images) {
     std::string held;
     for (const Tensor& t : batch) held += (held.empty() ? "" : ", ") + describe_tensor(t);
-    throw ArgumentError("batch " + std::to_string(number) +
-                        " holds no images (uint8 or float, BHWC, BCHW or BHW); it holds: " +
-                        (held.empty() ? "no tensors" : held));
+    throw ArgumentError(
+        "batch " + std::to_string(number) +
+        " holds no images (uint8 or float, BHWC, BCHW or BHW); it holds: " + (held.empty() ? "no tensors" : held));
   }
   return {*images, find_labels(batch, images->batch)};
 }
@@ -246,8 +246,9 @@ void check_options(ShowOptions& o, const po::variables_map& vars) {
   }
   if (vars.count("classes")) o.classes = vars["classes"].as<std::string>();
   if (o.window && !has_display()) {
-    throw UnavailableError("--window needs a display (neither DISPLAY nor WAYLAND_DISPLAY is set); "
-                           "leave it out to write a PNG");
+    throw UnavailableError(
+        "--window needs a display (neither DISPLAY nor WAYLAND_DISPLAY is set); "
+        "leave it out to write a PNG");
   }
 }
 
@@ -258,7 +259,7 @@ int main(int argc, char** argv) {
     ShowOptions o;
     po::options_description options("options");
     options.add_options()("help,h", "show this help")("batches,n", po::value(&o.batches)->default_value(o.batches),
-                                                       "batches to show; several go to OUT-000.png, OUT-001.png ...")(
+                                                      "batches to show; several go to OUT-000.png, OUT-001.png ...")(
         "output,o", po::value(&o.output)->default_value(o.output), "PNG file to write")(
         "classes,C", po::value<std::string>(),
         "JSON class names: {\"0\": \"tench\", ...} or [\"tench\", ...]; else labels show as numbers")(

@@ -250,9 +250,9 @@ void print_labels(const LabelStats& labels) {
   std::cout << "=== Labels (input " << *labels.input << ") ===\n\n";
   auto [rarest, commonest] = rarest_and_commonest(labels);
   std::cout << labels.n << " labels, " << labels.counts.size() << " distinct classes in ["
-            << labels.counts.begin()->first << " " << labels.counts.rbegin()->first
-            << "], per class: min " << rarest->second << " (class " << rarest->first << "), max "
-            << commonest->second << " (class " << commonest->first << ")\n";
+            << labels.counts.begin()->first << " " << labels.counts.rbegin()->first << "], per class: min "
+            << rarest->second << " (class " << rarest->first << "), max " << commonest->second << " (class "
+            << commonest->first << ")\n";
 }
 
 void print_text(const BatchStatistics& stats, const BatchSource& source) {
@@ -260,7 +260,8 @@ void print_text(const BatchStatistics& stats, const BatchSource& source) {
             << "source: " << source.stats().summary() << "\n\n";
   for (std::size_t i = 0; i < stats.inputs().size(); ++i) {
     const InputStats& s = stats.inputs()[i];
-    std::cout << "=== Input " << i << " ===\n\n" << moments_line(s.count, s.all) << '\n'
+    std::cout << "=== Input " << i << " ===\n\n"
+              << moments_line(s.count, s.all) << '\n'
               << signature_set(s.signatures) << '\n';
     if (s.channels) print_channels(*s.channels);
     std::cout << '\n';
@@ -336,7 +337,8 @@ int run(const StatOptions& options) {
   }
   if (stats.batches() == 0) {
     // After a silence BatchSource has said so already.
-    if (source.end() != SourceEnd::kSilent) std::cerr << "tensorstat: no batches received from " << source.describe() << '\n';
+    if (source.end() != SourceEnd::kSilent)
+      std::cerr << "tensorstat: no batches received from " << source.describe() << '\n';
   } else if (options.json) {
     print_json(stats);
   } else {
@@ -352,13 +354,13 @@ int main(int argc, char** argv) {
     StatOptions o;
     po::options_description options("options");
     options.add_options()("help,h", "show this help")("count,c", po::value(&o.count)->default_value(o.count),
-                                                       "batches to read")(
-        "json", po::bool_switch(&o.json), "print one JSON object instead of text");
+                                                      "batches to read")("json", po::bool_switch(&o.json),
+                                                                         "print one JSON object instead of text");
     add_source_options(options, o.source);
-    auto vars = parse_command_line(
-        argc, argv,
-        "usage: tensorstat [-c N] [--json] [URL...]  (default URL " + std::string(programs::kDefaultReceiveUrl) + ", brace-expanded)",
-        options, o.source);
+    auto vars = parse_command_line(argc, argv,
+                                   "usage: tensorstat [-c N] [--json] [URL...]  (default URL " +
+                                       std::string(programs::kDefaultReceiveUrl) + ", brace-expanded)",
+                                   options, o.source);
     if (!vars) return 0;
     if (o.count < 1) throw po::error("--count must be at least 1");
     return run(o);

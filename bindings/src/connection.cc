@@ -116,29 +116,26 @@ class PyConnection {
     std::lock_guard lock(mutex_);
     if (metrics_server_) throw ArgumentError("this connection already serves metrics at " + metrics_server_->url());
     metrics_.update(connection_);
-    metrics_server_ = std::make_unique<metrics::MetricsServer>(
-        address, [this](metrics::MetricsText& out) { metrics_.write(out); });
+    metrics_server_ =
+        std::make_unique<metrics::MetricsServer>(address, [this](metrics::MetricsText& out) { metrics_.write(out); });
     return metrics_server_->url();
   }
 
  private:
   std::mutex mutex_;
   Connection connection_;
-  metrics::ReceiverMetrics metrics_;  // updated after each recv once serving
+  metrics::ReceiverMetrics metrics_;                        // updated after each recv once serving
   std::unique_ptr<metrics::MetricsServer> metrics_server_;  // declared last: stops before what it reads goes
 };
 
 py::tuple batch_tuple(const TensorList& batch) { return py::make_tuple(to_arrays(batch), infos_of(batch)); }
 
-std::unique_ptr<PyConnection> make_connection(const std::vector<std::string>& urls, bool multipart,
-                                              std::optional<double> timeout, std::uint64_t epoch, std::int64_t total,
-                                              std::optional<std::string> topic, int send_hwm, int recv_hwm,
-                                              double heartbeat, double heartbeat_timeout, double reconnect,
-                                              double reconnect_max, double linger, std::int64_t max_message_size,
-                                              std::size_t stats_horizon, bool expand_braces,
-                                              std::optional<std::string> curve_secret,
-                                              std::optional<std::string> curve_server,
-                                              std::optional<std::string> curve_allow) {
+std::unique_ptr<PyConnection> make_connection(
+    const std::vector<std::string>& urls, bool multipart, std::optional<double> timeout, std::uint64_t epoch,
+    std::int64_t total, std::optional<std::string> topic, int send_hwm, int recv_hwm, double heartbeat,
+    double heartbeat_timeout, double reconnect, double reconnect_max, double linger, std::int64_t max_message_size,
+    std::size_t stats_horizon, bool expand_braces, std::optional<std::string> curve_secret,
+    std::optional<std::string> curve_server, std::optional<std::string> curve_allow) {
   if (urls.empty()) throw UrlError("a connection needs at least one URL");
   ConnectionOptions options;
   options.framing = multipart ? Framing::kMultipart : Framing::kSingleBuffer;
@@ -156,15 +153,15 @@ std::unique_ptr<PyConnection> make_connection(const std::vector<std::string>& ur
   options.max_message_size = max_message_size;
   options.stats_horizon = stats_horizon;
   options.expand_braces = expand_braces;
-  options.curve = read_curve_security(
-      {curve_secret.value_or(""), curve_server.value_or(""), curve_allow.value_or("")});
+  options.curve = read_curve_security({curve_secret.value_or(""), curve_server.value_or(""), curve_allow.value_or("")});
   return std::make_unique<PyConnection>(urls, std::move(options));
 }
 
 // A steady-clock time as time.time() reads it, as the reference's times are.
 double wall_seconds(Statistics::Clock::time_point t) {
   const auto age = Statistics::Clock::now() - t;
-  const auto wall = std::chrono::system_clock::now() - std::chrono::duration_cast<std::chrono::system_clock::duration>(age);
+  const auto wall =
+      std::chrono::system_clock::now() - std::chrono::duration_cast<std::chrono::system_clock::duration>(age);
   return std::chrono::duration<double>(wall.time_since_epoch()).count();
 }
 
@@ -199,22 +196,24 @@ void bind_reference_statistics(py::class_<Statistics>& c) {
   c.def_property_readonly("horizon", &Statistics::horizon)
       .def_property_readonly("count", &Statistics::batches, "batches (the reference: values added)")
       .def_property_readonly("total", &Statistics::bytes, "bytes (the reference: sum of the values added)")
-      .def_property_readonly("start", [](const Statistics& s) { return wall_seconds(s.started()); },
-                             "time.time() at construction or reset")
-      .def_property_readonly("last", [](const Statistics& s) { return wall_seconds(s.last()); },
-                             "time.time() of the last batch (the start before any)")
-      .def_property_readonly("recent",
-                             [](const Statistics& s) {
-                               py::list out;
-                               for (const Statistics::Entry& e : s.recent()) {
-                                 out.append(py::make_tuple(wall_seconds(e.time), e.bytes));
-                               }
-                               return out;
-                             },
-                             "[(time, bytes), ...] of the recent horizon, oldest first")
+      .def_property_readonly(
+          "start", [](const Statistics& s) { return wall_seconds(s.started()); },
+          "time.time() at construction or reset")
+      .def_property_readonly(
+          "last", [](const Statistics& s) { return wall_seconds(s.last()); },
+          "time.time() of the last batch (the start before any)")
+      .def_property_readonly(
+          "recent",
+          [](const Statistics& s) {
+            py::list out;
+            for (const Statistics::Entry& e : s.recent()) {
+              out.append(py::make_tuple(wall_seconds(e.time), e.bytes));
+            }
+            return out;
+          },
+          "[(time, bytes), ...] of the recent horizon, oldest first")
       .def(
-          "add",
-          [](Statistics& s, py::handle x, std::uint64_t samples) { s.add(samples, byte_count(x)); },
+          "add", [](Statistics& s, py::handle x, std::uint64_t samples) { s.add(samples, byte_count(x)); },
           py::arg("x"), py::arg("samples") = 0, "records one batch of x bytes (and samples samples), now")
       .def(
           "reset", [](Statistics& s) { s.reset(); }, "forgets everything; the start becomes now")

@@ -45,8 +45,8 @@ class EncodedBytes {
 };
 
 py::array_t<std::uint8_t> rgb_array(Size size) {
-  return py::array_t<std::uint8_t>({static_cast<py::ssize_t>(size.height), static_cast<py::ssize_t>(size.width),
-                                    py::ssize_t{3}});
+  return py::array_t<std::uint8_t>(
+      {static_cast<py::ssize_t>(size.height), static_cast<py::ssize_t>(size.width), py::ssize_t{3}});
 }
 
 PixelBox box_of(const std::array<int, 4>& xywh) { return {xywh[0], xywh[1], xywh[2], xywh[3]}; }
@@ -70,8 +70,8 @@ class ImageTransform {
   }
 
   // An explicit transform (get_params' boxes).
-  py::array_t<std::uint8_t> render(const py::buffer& data, const std::array<int, 4>& crop, const std::array<int, 2>& resized,
-                                   const std::array<int, 4>& window, bool flip) {
+  py::array_t<std::uint8_t> render(const py::buffer& data, const std::array<int, 4>& crop,
+                                   const std::array<int, 2>& resized, const std::array<int, 4>& window, bool flip) {
     EncodedBytes encoded(data);
     const Transform t{box_of(crop), {resized[0], resized[1]}, box_of(window), flip};
     if (t.window.width <= 0 || t.window.height <= 0) throw ArgumentError("the output window must not be empty");

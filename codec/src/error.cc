@@ -22,7 +22,6 @@ std::string_view format_error_kind_name(FormatErrorKind kind) noexcept {
   return "other";
 }
 
-IoError::IoError(const std::string& what, int code)
-    : Error(what + ": " + std::strerror(code)), code_(code) {}
+IoError::IoError(const std::string& what, int code) : Error(what + ": " + std::strerror(code)), code_(code) {}
 
 }  // namespace tensorcom

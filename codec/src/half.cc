@@ -9,7 +9,7 @@ namespace {
 
 constexpr std::uint32_t kFloatExponent = 0x7f800000u;  // all ones: infinity or NaN
 constexpr std::uint32_t kHalfExponent = 0x7c00u;
-constexpr std::uint32_t kHalfQuiet = 0x200u;           // the top mantissa bit of a half
+constexpr std::uint32_t kHalfQuiet = 0x200u;            // the top mantissa bit of a half
 constexpr std::uint32_t kSmallestNormal = 0x38800000u;  // 2^-14 as float bits
 constexpr std::uint32_t kHalfOfSmallest = 0x33000000u;  // 2^-25: a tie between 0 and 2^-24
 constexpr std::uint32_t kOverflow = 0x477ff000u;        // 65520: halfway from 65504 to 2^16, rounds up

@@ -58,11 +58,13 @@ constexpr std::size_t kMaxDepth = 3;
 const msgpack::unpack_limit kLimits(kMaxItems, 16, kMaxString, kMaxString, kMaxString, kMaxDepth);
 
 std::vector<std::string> as_strings(const msgpack::object& object, const std::string& field) {
-  if (object.type != msgpack::type::ARRAY) throw FormatError(FormatErrorKind::kMetadata, "metadata '" + field + "' is not an array", 0);
+  if (object.type != msgpack::type::ARRAY)
+    throw FormatError(FormatErrorKind::kMetadata, "metadata '" + field + "' is not an array", 0);
   std::vector<std::string> out;
   out.reserve(object.via.array.size);
   for (const auto& item : std::span(object.via.array.ptr, object.via.array.size)) {
-    if (item.type != msgpack::type::STR) throw FormatError(FormatErrorKind::kMetadata, "metadata '" + field + "' holds a non-string", 0);
+    if (item.type != msgpack::type::STR)
+      throw FormatError(FormatErrorKind::kMetadata, "metadata '" + field + "' holds a non-string", 0);
     out.emplace_back(item.via.str.ptr, item.via.str.size);
   }
   return out;
@@ -73,8 +75,10 @@ std::vector<std::string> as_strings(const msgpack::object& object, const std::st
 }
 
 std::int32_t as_int32(const msgpack::object& item, const std::string& field) {
-  if (item.type == msgpack::type::POSITIVE_INTEGER && item.via.u64 <= INT32_MAX) return static_cast<std::int32_t>(item.via.u64);
-  if (item.type == msgpack::type::NEGATIVE_INTEGER && item.via.i64 >= INT32_MIN) return static_cast<std::int32_t>(item.via.i64);
+  if (item.type == msgpack::type::POSITIVE_INTEGER && item.via.u64 <= INT32_MAX)
+    return static_cast<std::int32_t>(item.via.u64);
+  if (item.type == msgpack::type::NEGATIVE_INTEGER && item.via.i64 >= INT32_MIN)
+    return static_cast<std::int32_t>(item.via.i64);
   bad_geometry(field, "holds something other than a 32-bit integer");
 }
 
@@ -113,10 +117,12 @@ void read_field(BatchMetadata& out, std::string_view key, const msgpack::object&
   } else if (key == "shards") {
     out.shards = as_strings(value, "shards");
   } else if (key == "server") {
-    if (value.type != msgpack::type::STR) throw FormatError(FormatErrorKind::kMetadata, "metadata 'server' is not a string", 0);
+    if (value.type != msgpack::type::STR)
+      throw FormatError(FormatErrorKind::kMetadata, "metadata 'server' is not a string", 0);
     out.server.assign(value.via.str.ptr, value.via.str.size);
   } else if (key == "seq") {
-    if (value.type != msgpack::type::POSITIVE_INTEGER) throw FormatError(FormatErrorKind::kMetadata, "metadata 'seq' is not an unsigned integer", 0);
+    if (value.type != msgpack::type::POSITIVE_INTEGER)
+      throw FormatError(FormatErrorKind::kMetadata, "metadata 'seq' is not an unsigned integer", 0);
     out.sequence = value.via.u64;
   } else if (key == "crops") {
     read_tuples(out.geometry, value, "crops", 4, [](SampleGeometry& g, std::size_t j, std::int32_t v) {
@@ -143,13 +149,15 @@ BatchMetadata decode_metadata(std::span<const std::byte> bytes) {
     throw FormatError(FormatErrorKind::kMetadata, std::string("metadata is not valid msgpack: ") + e.what(), offset);
   }
   if (offset != bytes.size()) {
-    throw FormatError(FormatErrorKind::kMetadata, "metadata has " + std::to_string(bytes.size() - offset) + " trailing bytes", offset);
+    throw FormatError(FormatErrorKind::kMetadata,
+                      "metadata has " + std::to_string(bytes.size() - offset) + " trailing bytes", offset);
   }
   const msgpack::object& root = handle.get();
   if (root.type != msgpack::type::MAP) throw FormatError(FormatErrorKind::kMetadata, "metadata is not a map", 0);
   BatchMetadata out;
   for (const auto& kv : std::span(root.via.map.ptr, root.via.map.size)) {
-    if (kv.key.type != msgpack::type::STR) throw FormatError(FormatErrorKind::kMetadata, "metadata has a non-string key", 0);
+    if (kv.key.type != msgpack::type::STR)
+      throw FormatError(FormatErrorKind::kMetadata, "metadata has a non-string key", 0);
     read_field(out, std::string_view(kv.key.via.str.ptr, kv.key.via.str.size), kv.val);
   }
   if (!out.geometry.empty() && out.geometry.size() != out.keys.size()) {

@@ -62,15 +62,14 @@ struct Signature {
   Shape shape;
 };
 
-Signature signature_of(TensorHeader header) {
-  return {header.dtype, std::move(header.info), std::move(header.shape)};
-}
+Signature signature_of(TensorHeader header) { return {header.dtype, std::move(header.info), std::move(header.shape)}; }
 
 Signature signature_of(const Tensor& tensor) { return {tensor.dtype(), std::string(tensor.info()), tensor.shape()}; }
 
 bool same_signature(const Signature& a, const Signature& b) noexcept {
   if (a.dtype != b.dtype || a.info != b.info || a.shape.size() != b.shape.size()) return false;
-  return std::equal(a.shape.begin() + (a.shape.empty() ? 0 : 1), a.shape.end(), b.shape.begin() + (b.shape.empty() ? 0 : 1));
+  return std::equal(a.shape.begin() + (a.shape.empty() ? 0 : 1), a.shape.end(),
+                    b.shape.begin() + (b.shape.empty() ? 0 : 1));
 }
 
 // The shortest period of a sequence of signatures, grown one at a time: the
@@ -164,17 +163,16 @@ class ListPattern {
 };
 
 FormatError breaks_pattern(std::uint64_t index, std::size_t length, std::uint64_t offset) {
-  return FormatError(FormatErrorKind::kListLength, "tensor " + std::to_string(index) +
-                                                       ": its dtype, info or shape breaks the pattern of lists of " +
-                                                       std::to_string(length) +
-                                                       " found in the tensors before it (give the list length)",
+  return FormatError(FormatErrorKind::kListLength,
+                     "tensor " + std::to_string(index) + ": its dtype, info or shape breaks the pattern of lists of " +
+                         std::to_string(length) + " found in the tensors before it (give the list length)",
                      offset);
 }
 
 FormatError list_too_long(std::size_t length, std::size_t max_tensors) {
-  return FormatError(FormatErrorKind::kTooManyTensors, "lists of " + std::to_string(length) +
-                                                           " tensors exceed the limit of " +
-                                                           std::to_string(max_tensors) + " (give the list length)",
+  return FormatError(FormatErrorKind::kTooManyTensors,
+                     "lists of " + std::to_string(length) + " tensors exceed the limit of " +
+                         std::to_string(max_tensors) + " (give the list length)",
                      0);
 }
 
@@ -210,7 +208,8 @@ struct TenListReader::State {
   std::uint64_t lists = 0;
 };
 
-TenListReader::TenListReader(const std::filesystem::path& path, std::size_t tensors_per_list, const DecodeLimits& limits) {
+TenListReader::TenListReader(const std::filesystem::path& path, std::size_t tensors_per_list,
+                             const DecodeLimits& limits) {
   check_given_length(path, tensors_per_list, limits);
   auto file = MappedFile::open(path);
   ListPattern pattern(tensors_per_list, limits.max_tensors);
@@ -249,8 +248,8 @@ std::optional<TensorList> TenListReader::next() {
       const std::uint64_t index = s.decoder.count(), offset = s.decoder.offset();
       auto tensor = s.decoder.next();
       if (!tensor) {
-        throw FormatError(FormatErrorKind::kListLength, std::to_string(index) + " tensors do not split into lists of " +
-                                                            std::to_string(s.length),
+        throw FormatError(FormatErrorKind::kListLength,
+                          std::to_string(index) + " tensors do not split into lists of " + std::to_string(s.length),
                           offset);
       }
       // Tensors the constructor saw were checked there.
@@ -282,9 +281,9 @@ std::size_t infer_list_length(std::span<const Tensor> tensors) {
 
 std::vector<TensorList> split_lists(TensorList tensors, std::size_t tensors_per_list) {
   if (tensors_per_list == 0 || tensors.size() % tensors_per_list != 0) {
-    throw FormatError(FormatErrorKind::kListLength, std::to_string(tensors.size()) + " tensors do not split into lists of " +
-                          std::to_string(tensors_per_list),
-                      0);
+    throw FormatError(
+        FormatErrorKind::kListLength,
+        std::to_string(tensors.size()) + " tensors do not split into lists of " + std::to_string(tensors_per_list), 0);
   }
   std::vector<TensorList> lists(tensors.size() / tensors_per_list);
   for (std::size_t i = 0; i < tensors.size(); ++i) lists[i / tensors_per_list].push_back(std::move(tensors[i]));

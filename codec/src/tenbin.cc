@@ -82,7 +82,8 @@ TensorHeader checked_header(std::size_t index, std::span<const std::byte> header
     throw e.with_context(at_tensor(index));
   }
   if (data_size < h.data_size) {
-    throw FormatError(FormatErrorKind::kDataPayload, at_tensor(index) + "data payload is " + std::to_string(data_size) + " bytes, shape " +
+    throw FormatError(FormatErrorKind::kDataPayload,
+                      at_tensor(index) + "data payload is " + std::to_string(data_size) + " bytes, shape " +
                           format_shape(h.shape) + " of " + std::string(dtype_name(h.dtype)) + " needs " +
                           std::to_string(h.data_size),
                       data_offset);
@@ -110,11 +111,12 @@ Tensor make_view(std::size_t index, std::span<const std::byte> header, std::uint
 
 void check_frame_count(std::size_t frames, const DecodeLimits& limits) {
   if (frames % 2 != 0) {
-    throw FormatError(FormatErrorKind::kOddFrameCount, "odd frame count " + std::to_string(frames) + ": each tensor is a header and a data frame", 0);
+    throw FormatError(FormatErrorKind::kOddFrameCount,
+                      "odd frame count " + std::to_string(frames) + ": each tensor is a header and a data frame", 0);
   }
   if (frames / 2 > limits.max_tensors) {
-    throw FormatError(FormatErrorKind::kTooManyTensors, std::to_string(frames / 2) + " tensors exceed the limit of " +
-                          std::to_string(limits.max_tensors),
+    throw FormatError(FormatErrorKind::kTooManyTensors,
+                      std::to_string(frames / 2) + " tensors exceed the limit of " + std::to_string(limits.max_tensors),
                       0);
   }
 }
@@ -140,26 +142,32 @@ void write_header(const Tensor& tensor, std::span<std::byte> out) {
 
 TensorHeader decode_header(std::span<const std::byte> header, std::uint64_t base_offset, const DecodeLimits& limits) {
   if (header.size() < kFixedHeaderWords * kWord) {
-    throw FormatError(FormatErrorKind::kBadHeader, "header is " + std::to_string(header.size()) + " bytes, need at least 24", base_offset);
+    throw FormatError(FormatErrorKind::kBadHeader,
+                      "header is " + std::to_string(header.size()) + " bytes, need at least 24", base_offset);
   }
   TensorHeader h;
   auto code = read_text_word(header.data());
   auto dtype = code ? dtype_from_code(*code) : std::nullopt;
   if (!dtype) {
-    throw FormatError(FormatErrorKind::kBadHeader, "unknown dtype code '" + escape(header.first(kWord)) + "'", base_offset);
+    throw FormatError(FormatErrorKind::kBadHeader, "unknown dtype code '" + escape(header.first(kWord)) + "'",
+                      base_offset);
   }
   h.dtype = *dtype;
   auto info = read_text_word(header.data() + kWord);
-  if (!info) throw FormatError(FormatErrorKind::kBadHeader, "info field '" + escape(header.subspan(kWord, kWord)) + "' is not ASCII", base_offset + kWord);
+  if (!info)
+    throw FormatError(FormatErrorKind::kBadHeader,
+                      "info field '" + escape(header.subspan(kWord, kWord)) + "' is not ASCII", base_offset + kWord);
   h.info = std::move(*info);
   std::int64_t ndim = load_i64(header.data() + 2 * kWord);
   if (ndim < 0 || static_cast<std::uint64_t>(ndim) > limits.max_ndim) {
-    throw FormatError(FormatErrorKind::kBadHeader, "ndim " + std::to_string(ndim) + " outside 0.." + std::to_string(limits.max_ndim),
+    throw FormatError(FormatErrorKind::kBadHeader,
+                      "ndim " + std::to_string(ndim) + " outside 0.." + std::to_string(limits.max_ndim),
                       base_offset + 2 * kWord);
   }
   std::size_t needed = kWord * (kFixedHeaderWords + static_cast<std::size_t>(ndim));
   if (header.size() < needed) {
-    throw FormatError(FormatErrorKind::kBadHeader, "header is " + std::to_string(header.size()) + " bytes, ndim " + std::to_string(ndim) +
+    throw FormatError(FormatErrorKind::kBadHeader,
+                      "header is " + std::to_string(header.size()) + " bytes, ndim " + std::to_string(ndim) +
                           " needs " + std::to_string(needed),
                       base_offset);
   }
@@ -167,7 +175,8 @@ TensorHeader decode_header(std::span<const std::byte> header, std::uint64_t base
   for (std::size_t i = 0; i < h.shape.size(); ++i) {
     h.shape[i] = load_i64(header.data() + (3 + i) * kWord);
     if (h.shape[i] < 0) {
-      throw FormatError(FormatErrorKind::kBadHeader, "dimension " + std::to_string(i) + " is negative (" + std::to_string(h.shape[i]) + ")",
+      throw FormatError(FormatErrorKind::kBadHeader,
+                        "dimension " + std::to_string(i) + " is negative (" + std::to_string(h.shape[i]) + ")",
                         base_offset + (3 + i) * kWord);
     }
   }
@@ -179,9 +188,10 @@ TensorHeader decode_header(std::span<const std::byte> header, std::uint64_t base
     empty = empty || dim == 0;
     if (__builtin_mul_overflow(extent, static_cast<std::uint64_t>(std::max<std::int64_t>(dim, 1)), &extent) ||
         extent > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      throw FormatError(FormatErrorKind::kBadHeader, "shape " + format_shape(h.shape) + " of " + std::string(dtype_name(h.dtype)) +
-                            " overflows 64 bits",
-                        base_offset + 3 * kWord);
+      throw FormatError(
+          FormatErrorKind::kBadHeader,
+          "shape " + format_shape(h.shape) + " of " + std::string(dtype_name(h.dtype)) + " overflows 64 bits",
+          base_offset + 3 * kWord);
     }
   }
   h.data_size = empty ? 0 : static_cast<std::size_t>(extent);
@@ -243,24 +253,27 @@ SharedBuffer encode_buffer(std::span<const Tensor> tensors) {
 }
 
 bool starts_with_magic(std::span<const std::byte> bytes) noexcept {
-  return bytes.size() >= kTenbinMagic.size() && std::memcmp(bytes.data(), kTenbinMagic.data(), kTenbinMagic.size()) == 0;
+  return bytes.size() >= kTenbinMagic.size() &&
+         std::memcmp(bytes.data(), kTenbinMagic.data(), kTenbinMagic.size()) == 0;
 }
 
 std::optional<std::span<const std::byte>> ChunkReader::next() {
   if (at_end()) return std::nullopt;
   std::uint64_t remaining = bytes_.size() - offset_;
   if (remaining < kChunkPrefixSize) {
-    throw FormatError(FormatErrorKind::kChunkPrefix, "chunk prefix cut short: " + std::to_string(remaining) + " bytes left, need 16", offset_);
+    throw FormatError(FormatErrorKind::kChunkPrefix,
+                      "chunk prefix cut short: " + std::to_string(remaining) + " bytes left, need 16", offset_);
   }
   auto prefix = bytes_.subspan(offset_, kChunkPrefixSize);
   if (!starts_with_magic(prefix)) {
-    throw FormatError(FormatErrorKind::kBadMagic, "bad magic '" + escape(prefix.first(8)) + "', expected '~TenBin~'", offset_);
+    throw FormatError(FormatErrorKind::kBadMagic, "bad magic '" + escape(prefix.first(8)) + "', expected '~TenBin~'",
+                      offset_);
   }
   std::int64_t length = load_i64(prefix.data() + 8);
   std::uint64_t available = remaining - kChunkPrefixSize;
   if (length < 0 || static_cast<std::uint64_t>(length) > available) {
-    throw FormatError(FormatErrorKind::kChunkLength, "chunk length " + std::to_string(length) + " but " + std::to_string(available) +
-                          " bytes remain",
+    throw FormatError(FormatErrorKind::kChunkLength,
+                      "chunk length " + std::to_string(length) + " but " + std::to_string(available) + " bytes remain",
                       offset_ + 8);
   }
   payload_offset_ = offset_ + kChunkPrefixSize;
@@ -277,8 +290,8 @@ std::optional<TensorDecoder::Chunks> TensorDecoder::next_chunks() {
   std::uint64_t header_offset = reader.payload_offset();
   auto data = reader.next();
   if (!data) {
-    throw FormatError(FormatErrorKind::kOddChunkCount, "odd chunk count " + std::to_string(2 * count_ + 1) +
-                          ": the last header has no data chunk",
+    throw FormatError(FormatErrorKind::kOddChunkCount,
+                      "odd chunk count " + std::to_string(2 * count_ + 1) + ": the last header has no data chunk",
                       header_offset);
   }
   // Moves on only once both chunks are whole: after a throw, offset() is
@@ -290,7 +303,8 @@ std::optional<TensorDecoder::Chunks> TensorDecoder::next_chunks() {
 std::optional<Tensor> TensorDecoder::next() {
   auto chunks = next_chunks();
   if (!chunks) return std::nullopt;
-  Tensor tensor = make_view(count_, chunks->header, chunks->header_offset, chunks->data, chunks->data_offset, owner_, limits_);
+  Tensor tensor =
+      make_view(count_, chunks->header, chunks->header_offset, chunks->data, chunks->data_offset, owner_, limits_);
   reader_ = chunks->after;
   ++count_;
   return tensor;
@@ -312,8 +326,8 @@ TensorList decode_buffer(std::span<const std::byte> bytes, std::shared_ptr<const
   TensorList tensors;
   while (!decoder.at_end()) {
     if (tensors.size() == limits.max_tensors) {
-      throw FormatError(FormatErrorKind::kTooManyTensors, "more than " + std::to_string(limits.max_tensors) + " tensors",
-                        decoder.offset());
+      throw FormatError(FormatErrorKind::kTooManyTensors,
+                        "more than " + std::to_string(limits.max_tensors) + " tensors", decoder.offset());
     }
     auto tensor = decoder.next();
     if (!tensor) break;

@@ -31,10 +31,10 @@ SharedBuffer SharedBuffer::allocate(std::size_t size) {
   std::size_t rounded = (size + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
   if (rounded < size) throw ArgumentError("cannot allocate " + std::to_string(size) + " bytes");
   if (rounded == 0) rounded = kTensorAlignment;
-  auto* raw = static_cast<std::byte*>(::operator new(rounded, std::align_val_t{kTensorAlignment}));
+  auto* raw = static_cast<std::byte*>(::operator new (rounded, std::align_val_t{kTensorAlignment}));
   SharedBuffer buffer;
-  buffer.data_ = std::shared_ptr<std::byte>(
-      raw, [](std::byte* p) { ::operator delete(p, std::align_val_t{kTensorAlignment}); });
+  buffer.data_ =
+      std::shared_ptr<std::byte>(raw, [](std::byte* p) { ::operator delete (p, std::align_val_t{kTensorAlignment}); });
   buffer.size_ = size;
   return buffer;
 }
@@ -45,8 +45,8 @@ void check_info(std::string_view info) {
   bool ok = info.size() <= kMaxInfoLength;
   for (char c : info) ok = ok && c > 0;  // ASCII without NUL: the wire pads with NULs
   if (!ok) {
-    throw ArgumentError("tensor info '" + std::string(info) + "' is not at most " +
-                        std::to_string(kMaxInfoLength) + " ASCII characters");
+    throw ArgumentError("tensor info '" + std::string(info) + "' is not at most " + std::to_string(kMaxInfoLength) +
+                        " ASCII characters");
   }
 }
 

@@ -85,8 +85,7 @@ void add_bias(float* m, const float* bias, int rows, int cols, bool relu, cudaSt
   add_bias_kernel<<<blocks(n), kThreads, 0, stream>>>(m, bias, rows, n, relu);
 }
 
-void softmax_cross_entropy(float* logits, const int* labels, float* loss, int classes, int batch,
-                           cudaStream_t stream) {
+void softmax_cross_entropy(float* logits, const int* labels, float* loss, int classes, int batch, cudaStream_t stream) {
   softmax_cross_entropy_kernel<<<blocks(batch), kThreads, 0, stream>>>(logits, labels, loss, classes, batch);
 }
 
@@ -102,8 +101,8 @@ void accumulate(float* dst, const float* src, int n, cudaStream_t stream) {
   accumulate_kernel<<<blocks(n), kThreads, 0, stream>>>(dst, src, n);
 }
 
-void sgd(float* w, float* velocity, const float* grad, int n, float lr, float momentum, float weight_decay,
-         float scale, cudaStream_t stream) {
+void sgd(float* w, float* velocity, const float* grad, int n, float lr, float momentum, float weight_decay, float scale,
+         cudaStream_t stream) {
   sgd_kernel<<<blocks(n), kThreads, 0, stream>>>(w, velocity, grad, n, lr, momentum, weight_decay, scale);
 }
 

@@ -222,15 +222,24 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw ArgumentError(arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--gpus") o.gpus = std::atoi(value());
-    else if (arg == "--steps") o.steps = std::atoi(value());
-    else if (arg == "--hidden") o.hidden = std::atoi(value());
-    else if (arg == "--classes") o.classes = std::atoi(value());
-    else if (arg == "--cells") o.cells = std::atoi(value());
-    else if (arg == "--lr") o.lr = std::strtof(value(), nullptr);
-    else if (arg == "--momentum") o.momentum = std::strtof(value(), nullptr);
-    else if (arg == "--report") o.report = std::atoi(value());
-    else if (arg == "--timeout") o.timeout_s = std::atoi(value());
+    if (arg == "--gpus")
+      o.gpus = std::atoi(value());
+    else if (arg == "--steps")
+      o.steps = std::atoi(value());
+    else if (arg == "--hidden")
+      o.hidden = std::atoi(value());
+    else if (arg == "--classes")
+      o.classes = std::atoi(value());
+    else if (arg == "--cells")
+      o.cells = std::atoi(value());
+    else if (arg == "--lr")
+      o.lr = std::strtof(value(), nullptr);
+    else if (arg == "--momentum")
+      o.momentum = std::strtof(value(), nullptr);
+    else if (arg == "--report")
+      o.report = std::atoi(value());
+    else if (arg == "--timeout")
+      o.timeout_s = std::atoi(value());
     else if (arg == "-h" || arg == "--help") {
       std::printf(
           "usage: cpp-trainer [--gpus N] [--steps N] [--hidden N] [--classes N] [--cells S] [--lr X]\n"

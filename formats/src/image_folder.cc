@@ -21,9 +21,8 @@ std::vector<fs::directory_entry> sorted_entries(const fs::path& folder) {
   std::vector<fs::directory_entry> entries;
   for (; !error && it != fs::directory_iterator(); it.increment(error)) entries.push_back(*it);
   if (error) throw IoError("cannot list " + folder.string(), error.value());
-  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
-    return a.path().filename().native() < b.path().filename().native();
-  });
+  std::sort(entries.begin(), entries.end(),
+            [](const auto& a, const auto& b) { return a.path().filename().native() < b.path().filename().native(); });
   return entries;
 }
 

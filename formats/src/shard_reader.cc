@@ -85,7 +85,8 @@ class ShardReader::Source {
     int status = cancelled() ? end_command() : wait_for_command();
     child_ = -1;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return std::nullopt;
-    if (WIFEXITED(status)) return "command '" + command_ + "' exited with status " + std::to_string(WEXITSTATUS(status));
+    if (WIFEXITED(status))
+      return "command '" + command_ + "' exited with status " + std::to_string(WEXITSTATUS(status));
     return "command '" + command_ + "' was killed by signal " + std::to_string(WTERMSIG(status));
   }
 
@@ -184,8 +185,7 @@ class ShardReader::Source {
   std::optional<std::string> open_error_;
 };
 
-ShardReader::ShardReader(std::string shard, ShardReaderOptions options)
-    : shard_(std::move(shard)), options_(options) {
+ShardReader::ShardReader(std::string shard, ShardReaderOptions options) : shard_(std::move(shard)), options_(options) {
   open();
 }
 
@@ -263,7 +263,9 @@ std::optional<ShardSample> ShardReader::read_until_next_key() {
       pending_.emplace();
       pending_->key = std::move(name->key);
     }
-    const std::uint64_t size = archive_entry_size_is_set(entry) ? static_cast<std::uint64_t>(std::max<la_int64_t>(archive_entry_size(entry), 0)) : 0;
+    const std::uint64_t size = archive_entry_size_is_set(entry)
+                                   ? static_cast<std::uint64_t>(std::max<la_int64_t>(archive_entry_size(entry), 0))
+                                   : 0;
     if (!add_member(path, std::move(name->extension), size, *pending_)) {
       // The shard broke inside this member. The sample before it is whole.
       bool retrying = end_abnormally("truncated or corrupt: " + archive_message(source_->get()));
@@ -290,8 +292,7 @@ bool read_member(archive* a, ByteBuffer& out, std::uint64_t size) {
 
 }  // namespace
 
-bool ShardReader::add_member(const std::string& name, std::string extension, std::uint64_t size,
-                             ShardSample& sample) {
+bool ShardReader::add_member(const std::string& name, std::string extension, std::uint64_t size, ShardSample& sample) {
   if (options_.wanted && !options_.wanted(sample, extension)) {
     return archive_read_data_skip(source_->get()) >= ARCHIVE_WARN;
   }

@@ -17,7 +17,7 @@ namespace {
 ShardPattern::ShardPattern(const std::string& pattern) {
   auto fail = [&](const std::string& why) {
     return ArgumentError("output pattern '" + pattern + "' " + why +
-                                    " (it needs exactly one integer conversion such as %06d)");
+                         " (it needs exactly one integer conversion such as %06d)");
   };
   bool found = false;
   for (std::size_t i = 0; i < pattern.size(); ++i) {
@@ -67,13 +67,11 @@ std::string ShardPattern::format(std::uint64_t shard) const {
   return prefix_ + number + suffix_;
 }
 
-ShardWriter::ShardWriter(ShardPattern pattern, ShardLimits limits)
-    : pattern_(std::move(pattern)), limits_(limits) {}
+ShardWriter::ShardWriter(ShardPattern pattern, ShardLimits limits) : pattern_(std::move(pattern)), limits_(limits) {}
 
 bool ShardWriter::fits(std::size_t sample_bytes) const {
   const ShardSummary& shard = current_->summary;
-  return shard.samples + 1 <= limits_.max_count &&
-         shard.bytes + sample_bytes + kTarEndSize <= limits_.max_bytes;
+  return shard.samples + 1 <= limits_.max_count && shard.bytes + sample_bytes + kTarEndSize <= limits_.max_bytes;
 }
 
 void ShardWriter::open_next() {

@@ -8,8 +8,8 @@ namespace tensorcom::formats {
 namespace {
 
 // torchvision.datasets.folder.IMG_EXTENSIONS, without the dots.
-constexpr std::array<std::string_view, 9> kImageExtensions = {"jpg", "jpeg", "png", "ppm", "bmp",
-                                                              "pgm", "tif", "tiff", "webp"};
+constexpr std::array<std::string_view, 9> kImageExtensions = {"jpg", "jpeg", "png",  "ppm", "bmp",
+                                                              "pgm", "tif",  "tiff", "webp"};
 
 }  // namespace
 

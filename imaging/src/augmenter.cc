@@ -168,20 +168,21 @@ class ImageAugmenter::Engine {
   void record(Size image, const Transform& t);
   void check_pixels(std::uint64_t width, std::uint64_t height) const;
 
-  JpegRegionDecoder jpeg_;                   // reused from image to image
-  std::vector<std::uint8_t> region_;         // the decoded crop box, reused between samples
-  RgbxResizer resizer_;                      // kFast: the box to the output, resized, mirrored, RGB
-  PillowResampler pillow_;                   // the same as torchvision on PIL
-  Axes axes_;                                // its plan for the current image, memory reused
-  std::vector<std::byte> slice_;             // the headers of a JPEG with restart markers cut to the box's rows
-  std::vector<ByteRange> slice_intervals_;   // where the slice's restart intervals lie in slice_unstuffed_
-  std::vector<std::byte> slice_unstuffed_;   // their bytes, unstuffed (the slice holds its headers only)
+  JpegRegionDecoder jpeg_;                  // reused from image to image
+  std::vector<std::uint8_t> region_;        // the decoded crop box, reused between samples
+  RgbxResizer resizer_;                     // kFast: the box to the output, resized, mirrored, RGB
+  PillowResampler pillow_;                  // the same as torchvision on PIL
+  Axes axes_;                               // its plan for the current image, memory reused
+  std::vector<std::byte> slice_;            // the headers of a JPEG with restart markers cut to the box's rows
+  std::vector<ByteRange> slice_intervals_;  // where the slice's restart intervals lie in slice_unstuffed_
+  std::vector<std::byte> slice_unstuffed_;  // their bytes, unstuffed (the slice holds its headers only)
 };
 
 ImageFormat ImageAugmenter::Engine::checked_format(std::span<const std::byte> encoded) const {
   if (encoded.empty()) throw ImageError(Problem::kEmpty, "no image bytes");
   const ImageFormat format = sniff_format(encoded);
-  if (format == ImageFormat::kUnknown) throw ImageError(Problem::kUndecodable, "not a JPEG, PNG, PNM, BMP or WebP image");
+  if (format == ImageFormat::kUnknown)
+    throw ImageError(Problem::kUndecodable, "not a JPEG, PNG, PNM, BMP or WebP image");
   return format;
 }
 
@@ -225,8 +226,8 @@ cv::Mat ImageAugmenter::Engine::decode_other(std::span<const std::byte> encoded)
 Transform ImageAugmenter::Engine::draw_transform(int width, int height, std::mt19937_64& rng) const {
   if (options_.validation) return resize_center_crop_transform(width, height, options_.resize, output_);
   const PixelBox box = random_resized_crop(width, height, options_.crop, rng);
-  const bool flip = options_.flip_probability > 0 &&
-                    std::uniform_real_distribution<double>(0, 1)(rng) < options_.flip_probability;
+  const bool flip =
+      options_.flip_probability > 0 && std::uniform_real_distribution<double>(0, 1)(rng) < options_.flip_probability;
   return resized_crop_transform(box, output_, flip);
 }
 
@@ -364,8 +365,8 @@ const ImageAugmenter::Engine::Axes& ImageAugmenter::Engine::pillow_axes(Size ima
   const ResampleFilter filter =
       options_.resample == Resample::kBicubic ? ResampleFilter::kBicubic : ResampleFilter::kBilinear;
   Axes& a = axes_;
-  plan_scaled_axis(a.x, filter, t.crop.x, t.crop.width, image.width, num, t.resized.width, t.window.x,
-                   t.window.width, AxisPass::kHorizontal, &a.origin_x);
+  plan_scaled_axis(a.x, filter, t.crop.x, t.crop.width, image.width, num, t.resized.width, t.window.x, t.window.width,
+                   AxisPass::kHorizontal, &a.origin_x);
   plan_scaled_axis(a.y, filter, t.crop.y, t.crop.height, image.height, num, t.resized.height, t.window.y,
                    t.window.height, AxisPass::kVertical, &a.origin_y);
   return a;
@@ -376,8 +377,8 @@ void ImageAugmenter::Engine::render_jpeg(std::span<const std::byte> encoded, Siz
   if (options_.resample == Resample::kFast) {
     const PixelBox box = t.source_box();
     const JpegRegion region = decode_jpeg_box(encoded, box, choose_scale_num(box, t.output()));
-    resizer_.resize_to_rgb(region.pixels, region.width, region.height, region.stride, t.window.width,
-                           t.window.height, t.flip, out);
+    resizer_.resize_to_rgb(region.pixels, region.width, region.height, region.stride, t.window.width, t.window.height,
+                           t.flip, out);
     return;
   }
   const int num = choose_pillow_scale(t.crop.width, t.crop.height, t.resized);
@@ -436,8 +437,8 @@ const AugmentOptions& ImageAugmenter::options() const noexcept { return engine_-
 Size ImageAugmenter::output() const noexcept { return engine_->output_; }
 ImageAugmenter::JpegCounts ImageAugmenter::jpeg_counts() const noexcept { return engine_->jpeg_counts_; }
 Clock::duration ImageAugmenter::decode_time() const noexcept { return engine_->decode_time_; }
-ImageAugmenter::DecodedCrop ImageAugmenter::decode_jpeg_crop(std::span<const std::byte> encoded,
-                                                             std::mt19937_64& rng, bool* flip) {
+ImageAugmenter::DecodedCrop ImageAugmenter::decode_jpeg_crop(std::span<const std::byte> encoded, std::mt19937_64& rng,
+                                                             bool* flip) {
   return engine_->decode_jpeg_crop(encoded, rng, flip);
 }
 

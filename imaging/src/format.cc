@@ -14,7 +14,9 @@ class Bytes {
  public:
   explicit Bytes(std::span<const std::byte> bytes) : bytes_(bytes) {}
   [[nodiscard]] std::size_t size() const noexcept { return bytes_.size(); }
-  [[nodiscard]] const std::uint8_t* data() const noexcept { return reinterpret_cast<const std::uint8_t*>(bytes_.data()); }
+  [[nodiscard]] const std::uint8_t* data() const noexcept {
+    return reinterpret_cast<const std::uint8_t*>(bytes_.data());
+  }
   [[nodiscard]] unsigned at(std::size_t i) const noexcept { return std::to_integer<unsigned>(bytes_[i]); }
   [[nodiscard]] bool has(std::size_t offset, std::string_view text) const noexcept {
     return offset + text.size() <= bytes_.size() && std::memcmp(bytes_.data() + offset, text.data(), text.size()) == 0;

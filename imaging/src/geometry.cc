@@ -10,7 +10,9 @@ namespace {
 // Python's round(), which torchvision uses: halves go to the even neighbour.
 int round_half_even(double v) { return static_cast<int>(std::nearbyint(v)); }
 
-double uniform(std::mt19937_64& rng, double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); }
+double uniform(std::mt19937_64& rng, double lo, double hi) {
+  return std::uniform_real_distribution<double>(lo, hi)(rng);
+}
 
 int uniform_int(std::mt19937_64& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
 

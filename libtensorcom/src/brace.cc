@@ -175,8 +175,8 @@ class Expander {
   // only nesting recurses, and that is bounded.
   Strings expand(std::string_view text, std::size_t depth = 0) const {
     if (depth > kMaxBraceDepth) {
-      throw ArgumentError("brace pattern " + shown() + " nests groups more than " +
-                          std::to_string(kMaxBraceDepth) + " deep");
+      throw ArgumentError("brace pattern " + shown() + " nests groups more than " + std::to_string(kMaxBraceDepth) +
+                          " deep");
     }
     Strings result{""};
     for (;;) {
@@ -192,8 +192,8 @@ class Expander {
 
   void check_count(std::size_t count) const {
     if (count <= kMaxBraceExpansions) return;
-    throw ArgumentError("brace pattern " + shown() + " expands to more than " +
-                        std::to_string(kMaxBraceExpansions) + " strings");
+    throw ArgumentError("brace pattern " + shown() + " expands to more than " + std::to_string(kMaxBraceExpansions) +
+                        " strings");
   }
 
  private:
@@ -220,8 +220,7 @@ class Expander {
       const std::size_t comma = gobble(amble, start, ',');
       Strings item = expand(amble.substr(start, comma == npos ? npos : comma - start), depth + 1);
       check_count(result.size() + item.size());
-      result.insert(result.end(), std::make_move_iterator(item.begin()),
-                    std::make_move_iterator(item.end()));
+      result.insert(result.end(), std::make_move_iterator(item.begin()), std::make_move_iterator(item.end()));
       if (comma == npos) return result;
       start = comma + 1;
     }
@@ -241,8 +240,7 @@ class Expander {
     result.reserve(std::size_t(steps + 1));
     for (U k = 0; k <= steps; ++k) {
       const U offset = k * step;
-      result.push_back(
-          format_term(seq, std::intmax_t(down ? U(seq.first) - offset : U(seq.first) + offset)));
+      result.push_back(format_term(seq, std::intmax_t(down ? U(seq.first) - offset : U(seq.first) + offset)));
     }
     return result;
   }
@@ -297,8 +295,7 @@ std::vector<std::string> brace_expand_all(std::span<const std::string> patterns)
   for (const auto& pattern : patterns) {
     Strings more = brace_expand(pattern);
     Expander(pattern).check_count(result.size() + more.size());
-    result.insert(result.end(), std::make_move_iterator(more.begin()),
-                  std::make_move_iterator(more.end()));
+    result.insert(result.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   }
   return result;
 }

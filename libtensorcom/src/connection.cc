@@ -71,7 +71,9 @@ zmq::message_t header_frame(const Tensor& tensor) {
 class Connection::Impl {
  public:
   Impl(std::span<const std::string> urls, ConnectionOptions options)
-      : options_(std::move(options)), endpoints_(parse_urls(urls, options_.expand_braces)), stats_(options_.stats_horizon) {
+      : options_(std::move(options)),
+        endpoints_(parse_urls(urls, options_.expand_braces)),
+        stats_(options_.stats_horizon) {
     const SocketKind kind = endpoints_.front().kind;
     keeps_memory_ = options_.reuse_receive_memory && receives();
     if (keeps_memory_) detail::keep_large_buffers_mapped();
@@ -144,7 +146,8 @@ class Connection::Impl {
     require(receives(), "recv");
     require_open("recv");
     log_refusals();
-    const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
+    const auto deadline =
+        timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
     for (;;) {
       if (!wait_readable_counting_blocked(deadline)) return std::nullopt;
       auto frames = receive_frames();
@@ -199,7 +202,8 @@ class Connection::Impl {
   bool wait_for_subscriber(std::optional<Milliseconds> timeout) {
     if (!publishes()) return true;
     require_open("waiting for a subscriber");
-    const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
+    const auto deadline =
+        timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
     while (subscribers() == 0) {
       if (!wait_readable(deadline)) return false;
     }
@@ -336,8 +340,9 @@ class Connection::Impl {
     }
     released_since_last_message_ = false;
     if (options_.max_message_size >= 0 && total > options_.max_message_size) {
-      count_malformed(FormatErrorKind::kTooLarge, "message of " + std::to_string(total) + " bytes exceeds max_message_size " +
-                                       std::to_string(options_.max_message_size));
+      count_malformed(FormatErrorKind::kTooLarge, "message of " + std::to_string(total) +
+                                                      " bytes exceeds max_message_size " +
+                                                      std::to_string(options_.max_message_size));
       frames.reset();
       if (keeps_memory_) release_memory();  // a hostile size must not stay in the heap
       return nullptr;
@@ -395,7 +400,7 @@ class Connection::Impl {
   zmq::context_t context_;
   zmq::socket_t socket_;
   std::unique_ptr<detail::ZapHandler> zap_;  // CURVE allow-list; stops before the context closes
-  std::uint64_t subscriptions_ = 0;  // PUB: as counted from the XPUB messages
+  std::uint64_t subscriptions_ = 0;          // PUB: as counted from the XPUB messages
   bool closed_ = false;
   // Declared last: stops watching before the socket closes.
   std::unique_ptr<detail::SocketMonitor> monitor_;
@@ -423,7 +428,9 @@ void Connection::close() {
 }
 bool Connection::closed() const noexcept { return !impl_ || impl_->closed(); }
 std::uint64_t Connection::subscribers() { return impl_->subscribers(); }
-bool Connection::wait_for_subscriber(std::optional<Milliseconds> timeout) { return impl_->wait_for_subscriber(timeout); }
+bool Connection::wait_for_subscriber(std::optional<Milliseconds> timeout) {
+  return impl_->wait_for_subscriber(timeout);
+}
 std::uint64_t Connection::dropped_without_subscriber() const noexcept { return impl_->dropped_without_subscriber_; }
 std::uint64_t Connection::refused_peers() const noexcept { return impl_->refused_peers(); }
 

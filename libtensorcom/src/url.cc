@@ -56,9 +56,8 @@ UrlParts split_url(std::string_view url) {
   if (colon == npos) fail(url, "missing '://' (expected scheme://address)");
   UrlParts parts;
   parts.scheme = std::string(url.substr(0, colon));
-  std::transform(parts.scheme.begin(), parts.scheme.end(), parts.scheme.begin(), [](char c) {
-    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-  });
+  std::transform(parts.scheme.begin(), parts.scheme.end(), parts.scheme.begin(),
+                 [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; });
   std::string_view rest = url.substr(colon + 3);
   if (const auto hash = rest.find('#'); hash != npos) {
     parts.has_fragment = true;
@@ -79,8 +78,7 @@ const Scheme& find_scheme(std::string_view url, std::string_view name) {
     if (scheme.name == name) return scheme;
   }
   std::string known;
-  for (const auto& scheme : kSchemes)
-    known += (known.empty() ? "" : ", ") + std::string(scheme.name);
+  for (const auto& scheme : kSchemes) known += (known.empty() ? "" : ", ") + std::string(scheme.name);
   fail(url, "unknown scheme " + quote(name) + " (expected one of " + known + ")");
 }
 
@@ -91,13 +89,9 @@ Transport find_transport(std::string_view url, std::string_view name) {
   fail(url, "unknown transport " + quote(name) + " (expected one of tcp, ipc, inproc)");
 }
 
-bool is_alnum(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
+bool is_alnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
-bool is_hex(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
+bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 // "[addr]" or "[addr%zone]": hex digits, ':' and '.' (IPv4-mapped forms).
 bool is_ipv6_literal(std::string_view host) {
@@ -106,8 +100,7 @@ bool is_ipv6_literal(std::string_view host) {
   const auto percent = inside.find('%');
   const std::string_view addr = inside.substr(0, percent);
   if (addr.find(':') == npos) return false;
-  if (!std::all_of(addr.begin(), addr.end(),
-                   [](char c) { return is_hex(c) || c == ':' || c == '.'; })) {
+  if (!std::all_of(addr.begin(), addr.end(), [](char c) { return is_hex(c) || c == ':' || c == '.'; })) {
     return false;
   }
   if (percent == npos) return true;
@@ -117,9 +110,8 @@ bool is_ipv6_literal(std::string_view host) {
 
 // A DNS name, an IPv4 address or an interface name ("eth0").
 bool is_host_name(std::string_view host) {
-  return !host.empty() && std::all_of(host.begin(), host.end(), [](char c) {
-    return is_alnum(c) || c == '-' || c == '.' || c == '_';
-  });
+  return !host.empty() &&
+         std::all_of(host.begin(), host.end(), [](char c) { return is_alnum(c) || c == '-' || c == '.' || c == '_'; });
 }
 
 // Returns: true for "*" or 0, which ask ZeroMQ for any free port.
@@ -162,8 +154,7 @@ std::string tcp_address(std::string_view url, const UrlParts& parts, bool bind) 
   return "tcp://" + std::string(netloc);
 }
 
-std::string address_of(std::string_view url, const UrlParts& parts, Transport transport,
-                       bool bind) {
+std::string address_of(std::string_view url, const UrlParts& parts, Transport transport, bool bind) {
   if (transport == Transport::kTcp) return tcp_address(url, parts, bind);
   const std::string where = std::string(parts.netloc) + std::string(parts.path);
   if (transport == Transport::kIpc) {
@@ -177,12 +168,11 @@ std::string address_of(std::string_view url, const UrlParts& parts, Transport tr
 void check_shared(const Endpoint& first, const Endpoint& other) {
   const std::string pair = "URLs " + quote(first.url) + " and " + quote(other.url);
   if (first.kind != other.kind) {
-    throw UrlError(pair + " cannot share one socket: " + std::string(socket_kind_name(first.kind)) +
-                   " vs " + std::string(socket_kind_name(other.kind)));
+    throw UrlError(pair + " cannot share one socket: " + std::string(socket_kind_name(first.kind)) + " vs " +
+                   std::string(socket_kind_name(other.kind)));
   }
   if (first.kind == SocketKind::kSub && first.topic != other.topic) {
-    throw UrlError(pair + " cannot share one socket: topics " + quote(first.topic) + " vs " +
-                   quote(other.topic));
+    throw UrlError(pair + " cannot share one socket: topics " + quote(first.topic) + " vs " + quote(other.topic));
   }
 }
 
@@ -193,14 +183,12 @@ Endpoint parse_url(std::string_view url) {
   const auto plus = std::string_view(parts.scheme).find('+');
   const Scheme& scheme = find_scheme(url, std::string_view(parts.scheme).substr(0, plus));
   const Transport transport =
-      plus == npos ? Transport::kTcp
-                   : find_transport(url, std::string_view(parts.scheme).substr(plus + 1));
+      plus == npos ? Transport::kTcp : find_transport(url, std::string_view(parts.scheme).substr(plus + 1));
   if (parts.has_fragment && scheme.kind != SocketKind::kSub) {
-    fail(url,
-         "unexpected '#" + std::string(parts.fragment) + "' (only zsub and zrsub take a #topic)");
+    fail(url, "unexpected '#" + std::string(parts.fragment) + "' (only zsub and zrsub take a #topic)");
   }
-  return Endpoint{std::string(url), scheme.kind, scheme.bind,
-                  address_of(url, parts, transport, scheme.bind), std::string(parts.fragment)};
+  return Endpoint{std::string(url), scheme.kind, scheme.bind, address_of(url, parts, transport, scheme.bind),
+                  std::string(parts.fragment)};
 }
 
 std::vector<Endpoint> parse_urls(std::span<const std::string> patterns, bool expand_braces) {
@@ -215,14 +203,10 @@ std::vector<Endpoint> parse_urls(std::span<const std::string> patterns, bool exp
 
 std::string_view socket_kind_name(SocketKind kind) {
   switch (kind) {
-    case SocketKind::kPush:
-      return "PUSH";
-    case SocketKind::kPull:
-      return "PULL";
-    case SocketKind::kPub:
-      return "PUB";
-    case SocketKind::kSub:
-      return "SUB";
+    case SocketKind::kPush: return "PUSH";
+    case SocketKind::kPull: return "PULL";
+    case SocketKind::kPub: return "PUB";
+    case SocketKind::kSub: return "SUB";
   }
   return "?";  // unreachable for a valid enumerator
 }

@@ -30,8 +30,8 @@ HostPort parse_host_port(const std::string& address) {
 
 void hold_for_scrapes(double seconds, const std::function<bool()>& stop) {
   using Clock = std::chrono::steady_clock;
-  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                        std::chrono::duration<double>(std::max(seconds, 0.0)));
+  const auto until =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::max(seconds, 0.0)));
   while (Clock::now() < until && !(stop && stop())) std::this_thread::sleep_for(std::chrono::milliseconds(50));
 }
 

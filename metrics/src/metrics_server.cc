@@ -32,7 +32,8 @@ class MetricsServer::Impl {
       response.set_content(text.text(), kMetricsContentType);
     });
     errno = 0;
-    port_ = where.port == 0 ? server_.bind_to_any_port(host_) : (server_.bind_to_port(host_, where.port) ? where.port : -1);
+    port_ =
+        where.port == 0 ? server_.bind_to_any_port(host_) : (server_.bind_to_port(host_, where.port) ? where.port : -1);
     if (port_ < 0) throw TransportError("metrics: cannot listen on " + address, errno);
     thread_ = std::thread([this] {
       server_.listen_after_bind();

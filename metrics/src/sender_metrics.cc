@@ -12,7 +12,9 @@ void SenderMetrics::sent(std::uint64_t samples, std::uint64_t bytes) noexcept {
   bytes_.fetch_add(bytes, kRelaxed);
 }
 
-void SenderMetrics::add_send_blocked(Clock::duration waited) noexcept { send_blocked_.fetch_add(waited.count(), kRelaxed); }
+void SenderMetrics::add_send_blocked(Clock::duration waited) noexcept {
+  send_blocked_.fetch_add(waited.count(), kRelaxed);
+}
 
 void SenderMetrics::set_subscribers(std::uint64_t subscribers) noexcept { subscribers_.store(subscribers, kRelaxed); }
 

@@ -37,7 +37,7 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
         free_.pop_back();
       }
     }
-    if (!raw) raw = static_cast<std::byte*>(::operator new(bytes_, std::align_val_t{kTensorAlignment}));
+    if (!raw) raw = static_cast<std::byte*>(::operator new (bytes_, std::align_val_t{kTensorAlignment}));
     auto self = shared_from_this();
     return PooledBuffer{std::shared_ptr<std::byte>(raw, [self](std::byte* p) { self->release(p); }),
                         std::shared_ptr<void>(nullptr, [self](void*) { self->end_pipeline_hold(); })};
@@ -58,7 +58,7 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
     std::lock_guard lock(mutex_);
     --in_pipeline_;
   }
-  static void free_buffer(std::byte* p) { ::operator delete(p, std::align_val_t{kTensorAlignment}); }
+  static void free_buffer(std::byte* p) { ::operator delete (p, std::align_val_t{kTensorAlignment}); }
 
   std::size_t bytes_;
   std::size_t pipeline_limit_;
@@ -70,10 +70,10 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
 struct BatchAssembler::Filling {
   std::uint64_t id = 0;
   std::shared_ptr<std::byte> memory;
-  std::shared_ptr<void> pipeline_hold;    // counts this buffer against max_batches
-  std::size_t handed_out = 0;             // slots given out so far (new ones)
+  std::shared_ptr<void> pipeline_hold;  // counts this buffer against max_batches
+  std::size_t handed_out = 0;           // slots given out so far (new ones)
   std::size_t committed = 0;
-  std::vector<std::size_t> returned;      // abandoned slots, to hand out again
+  std::vector<std::size_t> returned;  // abandoned slots, to hand out again
   std::vector<bool> filled;
   std::vector<std::string> keys;
   std::vector<std::string> shards;

@@ -31,10 +31,10 @@ namespace tensorcom::pipeline {
 class BufferPool;
 
 struct SampleSlot {
-  std::uint64_t batch = 0;           // which batch
-  std::size_t index = 0;             // which image of it
-  std::uint8_t* direct = nullptr;    // where to write uint8 HWC pixels, if the format allows
-  std::byte* image = nullptr;        // the slot's image memory in the output format
+  std::uint64_t batch = 0;         // which batch
+  std::size_t index = 0;           // which image of it
+  std::uint8_t* direct = nullptr;  // where to write uint8 HWC pixels, if the format allows
+  std::byte* image = nullptr;      // the slot's image memory in the output format
 };
 
 // One batch buffer: its memory (shared with the tensors that view it) and the

@@ -54,9 +54,7 @@ void convert_image(const BatchFormat& f, const std::uint8_t* hwc, std::byte* dst
         }
       }
       return;
-    case PixelType::kFloat32:
-      convert_float(f, hwc, reinterpret_cast<float*>(dst), [](float v) { return v; });
-      return;
+    case PixelType::kFloat32: convert_float(f, hwc, reinterpret_cast<float*>(dst), [](float v) { return v; }); return;
     case PixelType::kFloat16:
       convert_float(f, hwc, reinterpret_cast<std::uint16_t*>(dst), [](float v) { return float_to_half(v); });
       return;

@@ -15,14 +15,14 @@ namespace tensorcom::pipeline {
 enum class PixelType { kUInt8, kFloat16, kFloat32 };
 
 struct BatchFormat {
-  int size = 224;                  // image height and width
-  std::size_t batch_size = 32;     // images per batch
+  int size = 224;                           // image height and width
+  std::size_t batch_size = 32;              // images per batch
   ImageLayout layout = ImageLayout::kBHWC;  // kBHWC or kBCHW
   PixelType pixels = PixelType::kUInt8;
   // Float outputs are (x / 255 - mean) / std per RGB channel (ImageNet's by default).
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};
-  bool metadata = false;           // add the "meta" tensor (keys, shards, server, sequence)
+  bool metadata = false;  // add the "meta" tensor (keys, shards, server, sequence)
 
   [[nodiscard]] DType dtype() const noexcept;
   [[nodiscard]] std::size_t image_bytes() const noexcept;  // one image in the output format

@@ -107,11 +107,11 @@ class ImageServer {
   std::atomic<std::uint64_t> shard_errors_{0};
   std::atomic<std::uint64_t> jpegs_sliced_{0};  // added by each worker as it ends
   std::atomic<std::uint64_t> jpegs_total_{0};
-  std::atomic<bool> failed_{false};  // the data held nothing to serve
-  std::atomic<bool> stop_{false};    // should_stop said so (set by the watcher)
-  metrics::SenderMetrics sent_;     // batches and samples sent, time blocked sending
-  StageClock read_clock_;            // the reader's time, less its waits for room in the queue
-  Clock::time_point read_mark_{};    // reader thread: when its current stretch of reading began
+  std::atomic<bool> failed_{false};                // the data held nothing to serve
+  std::atomic<bool> stop_{false};                  // should_stop said so (set by the watcher)
+  metrics::SenderMetrics sent_;                    // batches and samples sent, time blocked sending
+  StageClock read_clock_;                          // the reader's time, less its waits for room in the queue
+  Clock::time_point read_mark_{};                  // reader thread: when its current stretch of reading began
   std::unique_ptr<WorkerClocks[]> worker_clocks_;  // one per worker
 };
 
@@ -318,8 +318,8 @@ void ImageServer::report() const {
 
 void ImageServer::summary(double seconds) const {
   const std::uint64_t samples = sent_.samples();
-  std::cout << options_.program << ": done: served " << samples << " samples in " << sent_.batches()
-            << " batches in " << seconds << " s (" << (seconds > 0 ? static_cast<double>(samples) / seconds : 0.0)
+  std::cout << options_.program << ": done: served " << samples << " samples in " << sent_.batches() << " batches in "
+            << seconds << " s (" << (seconds > 0 ? static_cast<double>(samples) / seconds : 0.0)
             << " images/s); skipped: " << skips_.summary() << "; shard errors: " << shard_errors_
             << "; JPEGs cut at restart markers: " << jpegs_sliced_ << " of " << jpegs_total_
             << "; peak memory: " << peak_memory_mib() << " MiB" << std::endl;
@@ -333,9 +333,8 @@ void ImageServer::summary(double seconds) const {
 }
 
 int ImageServer::run() {
-  std::cout << options_.program << ": " << source_.units() << " " << source_.unit_name()
-            << ", " << options_.workers << " workers, batches of " << options_.format.batch_size << " on "
-            << connection_.describe();
+  std::cout << options_.program << ": " << source_.units() << " " << source_.unit_name() << ", " << options_.workers
+            << " workers, batches of " << options_.format.batch_size << " on " << connection_.describe();
   for (const std::string& bound : connection_.bound_addresses()) std::cout << " [bound " << bound << "]";
   std::cout << std::endl;
   const std::unique_ptr<metrics::MetricsServer> metrics = start_metrics();
@@ -386,7 +385,7 @@ int ImageServer::run() {
 std::unique_ptr<metrics::MetricsServer> ImageServer::start_metrics() {
   if (options_.metrics_address.empty()) return nullptr;
   auto server = std::make_unique<metrics::MetricsServer>(options_.metrics_address,
-                                                          [this](metrics::MetricsText& out) { write_metrics(out); });
+                                                         [this](metrics::MetricsText& out) { write_metrics(out); });
   std::cout << options_.program << ": metrics: " << server->url() << std::endl;
   return server;
 }

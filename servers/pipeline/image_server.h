@@ -18,8 +18,8 @@
 namespace tensorcom::pipeline {
 
 struct ImageServerOptions {
-  std::string program = "serve-imagenet";   // prefix of every line it prints
-  std::vector<std::string> addresses;       // URLs to serve on (brace-expanded); at least one
+  std::string program = "serve-imagenet";  // prefix of every line it prints
+  std::vector<std::string> addresses;      // URLs to serve on (brace-expanded); at least one
   BatchFormat format;
   imaging::AugmentOptions augment;
   OrderOptions order;
@@ -34,16 +34,16 @@ struct ImageServerOptions {
   // (every rank sees every sample). 0: send once one subscribes; drop for
   // slow ones.
   std::uint64_t subscribers = 0;
-  std::uint64_t report = 10;          // a rate line every N batches (0: never)
-  std::int32_t classes = 0;           // labels must be below this (0: any non-negative int32)
+  std::uint64_t report = 10;                                 // a rate line every N batches (0: never)
+  std::int32_t classes = 0;                                  // labels must be below this (0: any non-negative int32)
   std::uint64_t max_image_bytes = std::uint64_t{256} << 20;  // larger encoded images are skipped unread
-  std::size_t max_batches = 0;        // batch buffers in memory (0: 2 + 2 x workers / batch, at least 4)
+  std::size_t max_batches = 0;  // batch buffers in memory (0: 2 + 2 x workers / batch, at least 4)
   // Bytes of encoded samples held between the reader and the workers (the
   // shuffle buffer gets 3/4, the queue to the workers 1/4); the shuffle
   // buffer passes samples on early rather than exceed it. 0: an eighth of
   // the machine's memory, at most 4 GiB (default_memory_limit()).
   std::uint64_t memory_limit = 0;
-  std::string server_id;              // in metadata; hostname:pid when empty
+  std::string server_id;  // in metadata; hostname:pid when empty
   ConnectionOptions connection;
   // HOST:PORT to serve Prometheus metrics on (port 0: any free port; the
   // bound URL is printed). Empty: no metrics endpoint.

@@ -12,14 +12,14 @@ namespace tensorcom::pipeline {
 using formats::ByteBuffer;
 
 struct RawSample {
-  std::string key;                   // webdataset key, or the file's path for a folder image
-  std::string shard;                 // the shard (or file) it came from, as named by the user
-  std::optional<ByteBuffer> image;   // the encoded image; nothing if the sample has none
-  std::optional<std::string> label;  // text of the "cls" member, if any
+  std::string key;                          // webdataset key, or the file's path for a folder image
+  std::string shard;                        // the shard (or file) it came from, as named by the user
+  std::optional<ByteBuffer> image;          // the encoded image; nothing if the sample has none
+  std::optional<std::string> label;         // text of the "cls" member, if any
   std::optional<std::int32_t> known_label;  // a label known without text (ImageFolder)
-  std::uint64_t oversized_image = 0;  // bytes of an image member (or file) passed over for its size; 0: none
-  std::optional<std::string> unreadable;  // why the image file could not be read, if it could not
-  std::uint64_t sequence = 0;        // position in the served stream; seeds its augmentation
+  std::uint64_t oversized_image = 0;        // bytes of an image member (or file) passed over for its size; 0: none
+  std::optional<std::string> unreadable;    // why the image file could not be read, if it could not
+  std::uint64_t sequence = 0;               // position in the served stream; seeds its augmentation
 };
 
 // What a buffered sample costs in memory, near enough to budget by.

@@ -16,8 +16,9 @@ namespace tensorcom::pipeline {
 // A sample's label, or why it has none usable.
 struct Label {
   std::int32_t value = 0;  // 0 when there is a problem
-  std::optional<imaging::Problem> problem;  // none when value is good, else kMissingLabel, kBadLabel or kLabelOutOfRange
-  std::string detail;      // for the skip message: the text (its first 40 bytes) or the value
+  std::optional<imaging::Problem>
+      problem;         // none when value is good, else kMissingLabel, kBadLabel or kLabelOutOfRange
+  std::string detail;  // for the skip message: the text (its first 40 bytes) or the value
 };
 
 // Returns sample.known_label when set, else the .cls text as an integer in

@@ -19,9 +19,9 @@ namespace tensorcom::pipeline {
 
 struct OrderOptions {
   std::uint64_t seed = 0;
-  bool shuffle_units = true;  // shuffle shard/file order each epoch
-  std::size_t rank = 0;       // this server's share of the units ...
-  std::size_t world = 1;      // ... among this many servers
+  bool shuffle_units = true;      // shuffle shard/file order each epoch
+  std::size_t rank = 0;           // this server's share of the units ...
+  std::size_t world = 1;          // ... among this many servers
   bool with_replacement = false;  // draw units with replacement instead
 };
 

@@ -24,7 +24,8 @@ RawSample to_raw_sample(formats::ShardSample&& sample, std::string shard) {
   raw.shard = std::move(shard);
   for (formats::ShardMember& member : sample.members) {
     if (member.extension == "cls") {
-      if (!member.oversized) raw.label = std::string(reinterpret_cast<const char*>(member.data.data()), member.data.size());
+      if (!member.oversized)
+        raw.label = std::string(reinterpret_cast<const char*>(member.data.data()), member.data.size());
     } else if (member.oversized) {
       raw.oversized_image = member.size;  // skipped for its real reason, not as imageless
     } else {

@@ -39,8 +39,7 @@ class SampleSource {
 // image member and its "cls" member; images over max_image_bytes are passed
 // over unread. `cancelled` (may be empty) is polled while a pipe: command
 // stalls: true ends the command and the shard, without a retry.
-[[nodiscard]] std::unique_ptr<SampleSource> shard_source(std::vector<std::string> shards,
-                                                         std::uint64_t max_image_bytes,
+[[nodiscard]] std::unique_ptr<SampleSource> shard_source(std::vector<std::string> shards, std::uint64_t max_image_bytes,
                                                          std::function<bool()> cancelled = {});
 
 // The images of an ImageFolder tree, labelled by their class; files over

@@ -27,7 +27,6 @@
 
 using namespace tensorcom::imaging;
 
-
 int main(int argc, char** argv) {
   bool decode_only = false;
   int passes = 1;

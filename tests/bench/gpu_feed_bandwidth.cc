@@ -111,8 +111,7 @@ FeedResult feed_from_memory(std::size_t bytes, int count, int device) {
 
 // A sender thread pushes `count` batches over ipc; the receiver is either a
 // GpuFeeder (with or without conversion) or a plain Connection.
-FeedResult feed_from_socket(std::size_t bytes, int count, int device, const std::string& url, bool gpu,
-                            bool convert) {
+FeedResult feed_from_socket(std::size_t bytes, int count, int device, const std::string& url, bool gpu, bool convert) {
   ConnectionOptions receive;
   receive.total = count;
   receive.timeout = Milliseconds(30000);
@@ -162,9 +161,12 @@ int main(int argc, char** argv) {
   int count = 100, device = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string arg = argv[i];
-    if (arg == "--mb") mb = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (arg == "--batches") count = std::atoi(argv[i + 1]);
-    else if (arg == "--device") device = std::atoi(argv[i + 1]);
+    if (arg == "--mb")
+      mb = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (arg == "--batches")
+      count = std::atoi(argv[i + 1]);
+    else if (arg == "--device")
+      device = std::atoi(argv[i + 1]);
   }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -187,8 +189,8 @@ int main(int argc, char** argv) {
     std::printf("  feeder thread: staging %.2f s, waiting for buffers %.2f s, for the source %.2f s\n",
                 memory.stats.staging_seconds, memory.stats.pool_wait_seconds, memory.stats.receive_seconds);
 
-    const std::string url = (std::filesystem::temp_directory_path() /
-                             ("gpu-feed-bandwidth-" + std::to_string(::getpid()))).string();
+    const std::string url =
+        (std::filesystem::temp_directory_path() / ("gpu-feed-bandwidth-" + std::to_string(::getpid()))).string();
     FeedResult host = feed_from_socket(bytes, count + 4, device, url + "-host", false, false);
     FeedResult raw = feed_from_socket(bytes, count + 4, device, url + "-raw", true, false);
     FeedResult half = feed_from_socket(bytes, count + 4, device, url + "-half", true, true);

@@ -72,8 +72,7 @@ constexpr std::string_view kUsage =
 // A failed system call; what() is "<call> failed: <strerror>".
 class SysError : public std::runtime_error {
  public:
-  SysError(const std::string& call, int code)
-      : std::runtime_error(call + " failed: " + std::strerror(code)) {}
+  SysError(const std::string& call, int code) : std::runtime_error(call + " failed: " + std::strerror(code)) {}
 };
 
 // A run that completed its calls but moved the wrong bytes.
@@ -186,8 +185,8 @@ std::uint64_t parse_count(std::string_view flag, std::string_view text, std::uin
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if (ec != std::errc() || ptr != end || value < minimum) {
-    throw UsageError(std::string(flag) + " needs an integer >= " + std::to_string(minimum) +
-                     ", got '" + std::string(text) + "'");
+    throw UsageError(std::string(flag) + " needs an integer >= " + std::to_string(minimum) + ", got '" +
+                     std::string(text) + "'");
   }
   return value;
 }
@@ -432,8 +431,7 @@ void send_messages(int fd, const Plan& plan, std::span<const std::byte> payload)
   auto prefix = encode_length(plan.bytes);
   for (std::uint64_t i = 0; i < plan.warmup + plan.count; ++i) {
     // sendmsg does not write through iov_base; the cast only fits its type.
-    iovec parts[2] = {{prefix.data(), prefix.size()},
-                      {const_cast<std::byte*>(payload.data()), payload.size()}};
+    iovec parts[2] = {{prefix.data(), prefix.size()}, {const_cast<std::byte*>(payload.data()), payload.size()}};
     send_all(fd, parts);
   }
 }
@@ -447,8 +445,8 @@ void receive_one(int fd, const Plan& plan, std::uint64_t index, std::span<std::b
   if (first_byte != nullptr) *first_byte = std::chrono::steady_clock::now();
   const std::uint64_t length = decode_length(prefix);
   if (length != plan.bytes) {
-    throw CheckError("length check failed: message " + std::to_string(index) + " says " +
-                     std::to_string(length) + " bytes, expected " + std::to_string(plan.bytes));
+    throw CheckError("length check failed: message " + std::to_string(index) + " says " + std::to_string(length) +
+                     " bytes, expected " + std::to_string(plan.bytes));
   }
   const auto offsets = check_offsets(plan.bytes, index);
   for (const std::uint64_t offset : offsets) buffer[offset] = ~pattern_byte(offset);
@@ -517,9 +515,7 @@ double measure(Transport transport, const Plan& plan, Buffers& buffers) {
   return seconds;
 }
 
-std::string_view transport_name(Transport transport) {
-  return transport == Transport::kUnix ? "unix" : "tcp";
-}
+std::string_view transport_name(Transport transport) { return transport == Transport::kUnix ? "unix" : "tcp"; }
 
 void print_result(Transport transport, const Options& options, double seconds) {
   // A clock tick as the floor keeps a tiny run from printing inf (not JSON).
@@ -529,8 +525,8 @@ void print_result(Transport transport, const Options& options, double seconds) {
   const auto bytes = static_cast<unsigned long long>(options.bytes);
   const auto count = static_cast<unsigned long long>(options.count);
   if (options.json) {
-    std::printf("{\"transport\":\"%s\",\"bytes\":%llu,\"count\":%llu,\"gb_per_s\":%.3f}\n", name.c_str(), bytes,
-                count, gb_per_s);
+    std::printf("{\"transport\":\"%s\",\"bytes\":%llu,\"count\":%llu,\"gb_per_s\":%.3f}\n", name.c_str(), bytes, count,
+                gb_per_s);
   } else {
     std::printf("raw %-4s  %llu B x %llu: %.3f GB/s\n", name.c_str(), bytes, count, gb_per_s);
   }

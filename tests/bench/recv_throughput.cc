@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
         "\"malformed\":%llu}\n",
         static_cast<unsigned long long>(count), static_cast<unsigned long long>(bytes), seconds,
         static_cast<double>(bytes) / seconds / 1e9, static_cast<double>(samples) / seconds,
-                static_cast<unsigned long long>(connection.malformed().total()));
+        static_cast<unsigned long long>(connection.malformed().total()));
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "recv-throughput: %s\n", e.what());

@@ -38,7 +38,7 @@ TEST_CASE("ImageFolder classes and images follow torchvision") {
   touch(root / "zebra" / "deep-x" / "d.png");  // "deep-x" < "deeper": '-' sorts before 'e'
   touch(root / "apple" / "x.webp");
   touch(root / "apple" / "notes.txt");
-  touch(root / "apple" / ".hidden.jpg");       // hidden files count, as in torchvision
+  touch(root / "apple" / ".hidden.jpg");  // hidden files count, as in torchvision
   touch(root / "Mango" / "p.PNG");
   touch(root / ".ipynb_checkpoints" / "q.jpg");  // and so do hidden class folders
   fs::create_directories(root / "empty");

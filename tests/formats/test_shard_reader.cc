@@ -46,9 +46,7 @@ void write_tar(const fs::path& path, const std::vector<Member>& members, bool gz
   archive_write_free(a);
 }
 
-std::string text(const ByteBuffer& bytes) {
-  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
-}
+std::string text(const ByteBuffer& bytes) { return {reinterpret_cast<const char*>(bytes.data()), bytes.size()}; }
 
 std::vector<ShardSample> read_all(ShardReader& reader) {
   std::vector<ShardSample> out;
@@ -98,7 +96,7 @@ TEST_CASE("member names split as webdataset splits them") {
   };
   CHECK(split("a/b.c/n01.tar.jpg") == std::pair<std::string, std::string>{"a/b.c/n01", "tar.jpg"});
   CHECK(split("x.cls") == std::pair<std::string, std::string>{"x", "cls"});
-  CHECK(split("x.JPG") == std::pair<std::string, std::string>{"x", "jpg"});  // lowercased, as webdataset does
+  CHECK(split("x.JPG") == std::pair<std::string, std::string>{"x", "jpg"});    // lowercased, as webdataset does
   CHECK(split("dir/noext") == std::pair<std::string, std::string>{"-", "-"});  // no key: passed over
   CHECK(split(".hidden") == std::pair<std::string, std::string>{"-", "-"});
   CHECK(split("d/.hidden.jpg") == std::pair<std::string, std::string>{"-", "-"});
@@ -106,7 +104,8 @@ TEST_CASE("member names split as webdataset splits them") {
 }
 
 TEST_CASE("image extensions are torchvision's, in any case") {
-  for (const char* yes : {"jpg", "JPEG", "png", "ppm", "bmp", "pgm", "tif", "TIFF", "webp"}) CHECK(is_image_extension(yes));
+  for (const char* yes : {"jpg", "JPEG", "png", "ppm", "bmp", "pgm", "tif", "TIFF", "webp"})
+    CHECK(is_image_extension(yes));
   for (const char* no : {"", "cls", "x.jpg", "jpgg", "gif", "json", "jp"}) CHECK_FALSE(is_image_extension(no));
 }
 
@@ -229,7 +228,7 @@ TEST_CASE("shard reading") {
     CHECK(image.data.empty());
     CHECK(member(samples[0], "cls") == "3");
     CHECK(member(samples[1], "png") == "PNG-B");  // 5 bytes
-    CHECK(reader.oversized_members() == 3);  // JPEG-A, JPEG-C and the .txt
+    CHECK(reader.oversized_members() == 3);       // JPEG-A, JPEG-C and the .txt
   }
   SUBCASE("only wanted members are read") {
     write_tar(tar, kMembers);

@@ -87,7 +87,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (slice) {
     std::vector<std::byte> headers, unstuffed;
     std::vector<ByteRange> unstuffed_intervals;
-    const auto same = slice_restart_intervals(jpeg, box, decoder_context(num), headers, &unstuffed_intervals, &unstuffed);
+    const auto same =
+        slice_restart_intervals(jpeg, box, decoder_context(num), headers, &unstuffed_intervals, &unstuffed);
     if (!same || same->x != slice->x || same->y != slice->y) std::abort();
     bool warned = false;
     const std::vector<std::uint8_t> from_unstuffed = decode(true, unstuffed_intervals, &warned, headers, unstuffed);

@@ -17,12 +17,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   RawSample sample;
   if (!(data[0] & 0x80)) sample.label = std::string(reinterpret_cast<const char*>(data + 1), size - 1);
   const Label label = label_of(sample, classes);
-  if (label.problem.empty()) {
+  if (!label.problem) {
     if (label.value < 0 || (classes > 0 && label.value >= classes)) __builtin_trap();
   } else {
     if (label.value != 0) __builtin_trap();
     if (label.detail.size() > 64) __builtin_trap();  // quotes at most 40 bytes of the text
   }
-  if (!sample.label && label.problem != "missing label") __builtin_trap();
+  if (!sample.label && label.problem != tensorcom::imaging::Problem::kMissingLabel) __builtin_trap();
   return 0;
 }

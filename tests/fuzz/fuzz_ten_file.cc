@@ -66,7 +66,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<TensorList> salvaged;
   SalvageReport report;
   try {
-    report = salvage_ten(file.path(), group, [&](TensorList&& list) { salvaged.push_back(std::move(list)); }, limits);
+    report = salvage_ten(
+        file.path(), group, [&](TensorList&& list) { salvaged.push_back(std::move(list)); }, limits);
   } catch (const ArgumentError&) {
     return static_cast<int>(sum & 0);
   }

@@ -132,8 +132,8 @@ void check_conversion(const Tensor& images, const DeviceTensor& out, const Image
           const float mean = conversion.mean.size() == 1 ? conversion.mean[0] : conversion.mean[c];
           const float sd = conversion.std.size() == 1 ? conversion.std[0] : conversion.std[c];
           const float want = round_to(conversion.dtype, (px[((b * H + y) * W + x) * C + c] / 255.0f - mean) / sd);
-          const std::int64_t index = conversion.layout == ImageLayout::kBCHW ? ((b * C + c) * H + y) * W + x
-                                                                             : ((b * H + y) * W + x) * C + c;
+          const std::int64_t index =
+              conversion.layout == ImageLayout::kBCHW ? ((b * C + c) * H + y) * W + x : ((b * H + y) * W + x) * C + c;
           const float got = stored_to_float(conversion.dtype, bytes.data() + index * item);
           // The kernel computes x * scale + bias (one fma), the reference
           // (x / 255 - mean) / std: where they straddle a rounding boundary of

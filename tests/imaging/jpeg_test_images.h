@@ -20,7 +20,6 @@
 
 namespace tensorcom::imaging::testing {
 
-
 struct Encoding {
   int components = 3;
   int h_samp = 2, v_samp = 2;  // of the luma component; chroma is 1x1
@@ -61,10 +60,10 @@ inline std::vector<std::byte> encode(int width, int height, const Encoding& e, u
 enum class Huffman { kLibjpeg, kOurs };
 
 // `unstuffed`: where the intervals lie when jpeg is a headers-only slice.
-inline std::vector<std::uint8_t> decode_box(std::span<const std::byte> jpeg, const PixelBox& origin, const PixelBox& box,
-                                     int num, Huffman huffman = Huffman::kLibjpeg,
-                                     std::span<const ByteRange> intervals = {},
-                                     std::span<const std::byte> unstuffed = {}) {
+inline std::vector<std::uint8_t> decode_box(std::span<const std::byte> jpeg, const PixelBox& origin,
+                                            const PixelBox& box, int num, Huffman huffman = Huffman::kLibjpeg,
+                                            std::span<const ByteRange> intervals = {},
+                                            std::span<const std::byte> unstuffed = {}) {
   JpegRegionDecoder decoder;
   decoder.decode_whole_scans_with_libjpeg(huffman == Huffman::kLibjpeg);
   (void)decoder.read_header(jpeg);
@@ -92,8 +91,10 @@ inline std::vector<std::uint8_t> whole_box(const std::vector<std::byte>& jpeg, c
   int width = 0, height = 0;
   const std::vector<std::uint8_t> whole = testing::libjpeg_decode_whole(jpeg, num, &width, &height);
   const int x0 = box.x * num / 8, y0 = box.y * num / 8;
-  const int x1 = std::max(std::min((box.x + box.width) * num / 8 + ((box.x + box.width) * num % 8 != 0), width), x0 + 1);
-  const int y1 = std::max(std::min((box.y + box.height) * num / 8 + ((box.y + box.height) * num % 8 != 0), height), y0 + 1);
+  const int x1 =
+      std::max(std::min((box.x + box.width) * num / 8 + ((box.x + box.width) * num % 8 != 0), width), x0 + 1);
+  const int y1 =
+      std::max(std::min((box.y + box.height) * num / 8 + ((box.y + box.height) * num % 8 != 0), height), y0 + 1);
   std::vector<std::uint8_t> pixels;
   for (int y = y0; y < y1; ++y) {
     const std::uint8_t* row = whole.data() + (static_cast<std::size_t>(y) * width + x0) * 4;
@@ -111,7 +112,8 @@ inline PixelBox random_box(std::mt19937& rng, int width, int height) {
   return box;
 }
 
-inline void check_slices_decode_exactly(const std::vector<std::byte>& jpeg, int width, int height, bool expect_columns) {
+inline void check_slices_decode_exactly(const std::vector<std::byte>& jpeg, int width, int height,
+                                        bool expect_columns) {
   std::mt19937 rng(7);
   int sliced = 0, narrower = 0;
   std::vector<std::byte> slice_bytes;
@@ -158,6 +160,5 @@ struct Layout {
   int components, h, v;
 };
 constexpr Layout kLayouts[] = {{3, 2, 2}, {3, 2, 1}, {3, 1, 1}, {3, 1, 2}, {1, 1, 1}};
-
 
 }  // namespace tensorcom::imaging::testing

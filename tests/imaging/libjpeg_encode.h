@@ -20,8 +20,7 @@ namespace tensorcom::imaging::testing {
 // Encodes width x height pixels of `components` channels in `space`:
 // configure() adjusts the compressor after jpeg_set_defaults and
 // jpeg_set_quality(quality); fill_row(y, row) writes row y.
-inline std::vector<std::byte> libjpeg_encode(int width, int height, int components, J_COLOR_SPACE space,
-                                             int quality,
+inline std::vector<std::byte> libjpeg_encode(int width, int height, int components, J_COLOR_SPACE space, int quality,
                                              const std::function<void(jpeg_compress_struct&)>& configure,
                                              const std::function<void(int, unsigned char*)>& fill_row) {
   jpeg_compress_struct cinfo;
@@ -95,7 +94,8 @@ inline std::vector<std::byte> with_repeated_last_scan(const std::vector<std::byt
   const std::size_t eoi = jpeg.size() - 2;
   std::vector<std::byte> out(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(eoi));
   for (int n = 0; n < extra; ++n) {
-    out.insert(out.end(), jpeg.begin() + static_cast<std::ptrdiff_t>(last_sos), jpeg.begin() + static_cast<std::ptrdiff_t>(eoi));
+    out.insert(out.end(), jpeg.begin() + static_cast<std::ptrdiff_t>(last_sos),
+               jpeg.begin() + static_cast<std::ptrdiff_t>(eoi));
   }
   out.insert(out.end(), jpeg.begin() + static_cast<std::ptrdiff_t>(eoi), jpeg.end());
   return out;

@@ -24,8 +24,8 @@ cv::Mat picture(int width, int height) {
   cv::Mat bgr(height, width, CV_8UC3);
   for (int y = 0; y < height; ++y) {
     for (int x = 0; x < width; ++x) {
-      bgr.at<cv::Vec3b>(y, x) = cv::Vec3b(static_cast<std::uint8_t>(x * 100 / width),
-                                          static_cast<std::uint8_t>(y * 100 / height), 40);
+      bgr.at<cv::Vec3b>(y, x) =
+          cv::Vec3b(static_cast<std::uint8_t>(x * 100 / width), static_cast<std::uint8_t>(y * 100 / height), 40);
     }
   }
   cv::rectangle(bgr, cv::Rect(width / 4, height / 4, width / 5, height / 5), cv::Scalar(255, 255, 255), cv::FILLED);
@@ -52,7 +52,8 @@ cv::Mat run(ImageAugmenter& augmenter, const std::vector<std::byte>& bytes, std:
 cv::Scalar mean_rgb(const cv::Mat& rgb) { return cv::mean(rgb); }
 
 // A JPEG in CMYK written with libjpeg, Adobe-style (inverted ink values).
-std::vector<std::byte> cmyk_jpeg(int width, int height, std::uint8_t c, std::uint8_t m, std::uint8_t y, std::uint8_t k) {
+std::vector<std::byte> cmyk_jpeg(int width, int height, std::uint8_t c, std::uint8_t m, std::uint8_t y,
+                                 std::uint8_t k) {
   auto fill_row = [&](int, unsigned char* row) {
     for (int x = 0; x < width; ++x) {
       row[x * 4 + 0] = c;
@@ -61,7 +62,8 @@ std::vector<std::byte> cmyk_jpeg(int width, int height, std::uint8_t c, std::uin
       row[x * 4 + 3] = k;
     }
   };
-  return testing::libjpeg_encode(width, height, 4, JCS_CMYK, 95, [](jpeg_compress_struct&) {}, fill_row);
+  return testing::libjpeg_encode(
+      width, height, 4, JCS_CMYK, 95, [](jpeg_compress_struct&) {}, fill_row);
 }
 
 }  // namespace
@@ -125,8 +127,11 @@ TEST_CASE("the region decoder crops what a full decode would") {
         cv::Mat fast = run(augmenter, jpeg, seed);
         // The same crop from a full OpenCV decode, resized the same way.
         auto rng = std::mt19937_64(seed);
-        PixelBox box = validation ? resize_center_crop_transform(640, 480, {.shorter = static_cast<int>(std::lround(size * 256.0 / 224))}, {size, size}).source_box()
-                                 : random_resized_crop(640, 480, options.crop, rng);
+        PixelBox box = validation
+                           ? resize_center_crop_transform(
+                                 640, 480, {.shorter = static_cast<int>(std::lround(size * 256.0 / 224))}, {size, size})
+                                 .source_box()
+                           : random_resized_crop(640, 480, options.crop, rng);
         cv::Mat full = cv::imdecode(cv::Mat(1, static_cast<int>(jpeg.size()), CV_8U, jpeg.data()), cv::IMREAD_COLOR);
         cv::Mat rgb, reference;
         cv::cvtColor(full(cv::Rect(box.x, box.y, box.width, box.height)), rgb, cv::COLOR_BGR2RGB);
@@ -209,7 +214,10 @@ TEST_CASE("bad images are refused with a reason") {
   SUBCASE("formats outside PNG, PNM, BMP and WebP never reach OpenCV") {
     // OpenCV's DICOM reader (GDCM) aborts the process on these bytes.
     std::vector<std::byte> dicom(128, std::byte{0});
-    for (char c : std::string("DICM\0" "0a", 7)) dicom.push_back(static_cast<std::byte>(c));
+    for (char c : std::string("DICM\0"
+                              "0a",
+                              7))
+      dicom.push_back(static_cast<std::byte>(c));
     CHECK(reason(dicom) == "undecodable");
     // A WebP header that libwebp refuses: OpenCV's WebP decoder would pass it
     // on, and its DICOM reader would take it for the marker at 128.
@@ -234,8 +242,8 @@ TEST_CASE("bad images are refused with a reason") {
   }
   SUBCASE("a progressive scan bomb is refused quickly") {
     auto grey = [](int, unsigned char* row) { std::memset(row, 128, 1024); };
-    auto progressive = testing::libjpeg_encode(1024, 1024, 1, JCS_GRAYSCALE, 90,
-                                               [](jpeg_compress_struct& c) { jpeg_simple_progression(&c); }, grey);
+    auto progressive = testing::libjpeg_encode(
+        1024, 1024, 1, JCS_GRAYSCALE, 90, [](jpeg_compress_struct& c) { jpeg_simple_progression(&c); }, grey);
     CHECK(reason(progressive) == "accepted");  // about 10 scans
     CHECK(reason(testing::with_repeated_last_scan(progressive, 50)) == "accepted");
     // Stopped at the 101st scan, before the other 900 cost their passes.

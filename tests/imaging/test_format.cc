@@ -45,14 +45,14 @@ TEST_CASE("hand-made headers") {
   }
   SUBCASE("a BMP stored top-down has a negative height") {
     std::string bmp = "BM" + std::string(12, '\0');
-    bmp += std::string("\x28\0\0\0", 4);                              // 40-byte info header
-    bmp += std::string("\x40\x1f\0\0", 4);                            // width 8000
-    bmp += std::string("\x9c\xff\xff\xff", 4);                        // height -100
+    bmp += std::string("\x28\0\0\0", 4);        // 40-byte info header
+    bmp += std::string("\x40\x1f\0\0", 4);      // width 8000
+    bmp += std::string("\x9c\xff\xff\xff", 4);  // height -100
     CHECK(peek_image_size(bytes_of(bmp)) == ImageSize{8000, 100});
   }
   SUBCASE("an animated WebP declares its canvas") {
     std::string webp = "RIFF" + std::string("\x64\0\0\0", 4) + "WEBPVP8X" + std::string("\x0a\0\0\0", 4);
-    webp += std::string("\x02\0\0\0", 4);  // flags: animation
+    webp += std::string("\x02\0\0\0", 4);    // flags: animation
     webp += std::string("\x9f\x86\x01", 3);  // width - 1 = 99999
     webp += std::string("\x0f\x27\0", 3);    // height - 1 = 9999
     webp += "ANIM";
@@ -72,7 +72,9 @@ TEST_CASE("unknown or cut-short headers tell nothing") {
   CHECK_FALSE(peek_image_size(bytes_of("P6 # a comment that never ends")));
   CHECK_FALSE(peek_image_size(bytes_of("BM short")));
   CHECK_FALSE(peek_image_size(bytes_of("GIF89a\x10\0\x10\0")));
-  CHECK_FALSE(peek_image_size(bytes_of("P6#no space after the magic number\n4 4\n255\n")));  // OpenCV would not claim it
-  CHECK_FALSE(peek_image_size(bytes_of(std::string("RIFF\x64\0\0\0WEBPVP8 ", 16) + std::string(20, '\xff'))));  // libwebp says no
+  CHECK_FALSE(
+      peek_image_size(bytes_of("P6#no space after the magic number\n4 4\n255\n")));  // OpenCV would not claim it
+  CHECK_FALSE(peek_image_size(
+      bytes_of(std::string("RIFF\x64\0\0\0WEBPVP8 ", 16) + std::string(20, '\xff'))));  // libwebp says no
   CHECK_FALSE(peek_image_size(bytes_of(std::string("\xff\xd8\xff\xe0", 4))));  // JPEG: its own decoder reads it
 }

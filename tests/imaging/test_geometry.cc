@@ -33,7 +33,8 @@ TEST_CASE("random resized crop") {
   }
   SUBCASE("the same seed gives the same boxes") {
     auto a = std::mt19937_64(3), b = std::mt19937_64(3);
-    for (int i = 0; i < 20; ++i) CHECK(random_resized_crop(640, 480, options, a) == random_resized_crop(640, 480, options, b));
+    for (int i = 0; i < 20; ++i)
+      CHECK(random_resized_crop(640, 480, options, a) == random_resized_crop(640, 480, options, b));
   }
   SUBCASE("fallback: centre crop clipped to the aspect range") {
     options.attempts = 0;

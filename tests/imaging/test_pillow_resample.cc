@@ -39,10 +39,12 @@ TEST_CASE("Pillow's values on a four-pixel row") {
   const auto row = rgbx_row({{0, 255, 10}, {100, 0, 20}, {200, 255, 30}, {255, 0, 40}});
   CHECK(resize_row(ResampleFilter::kBilinear, row, 2) == std::vector<std::uint8_t>{71, 146, 17, 209, 109, 33});
   CHECK(resize_row(ResampleFilter::kBicubic, row, 2) == std::vector<std::uint8_t>{60, 148, 16, 221, 107, 34});
-  CHECK(resize_row(ResampleFilter::kBilinear, row, 7) ==
-        std::vector<std::uint8_t>{0, 255, 10, 36, 164, 14, 93, 18, 19, 150, 128, 25, 204, 237, 31, 235, 91, 36, 255, 0, 40});
-  CHECK(resize_row(ResampleFilter::kBicubic, row, 7) ==
-        std::vector<std::uint8_t>{0, 255, 9, 26, 168, 13, 92, 4, 19, 153, 128, 25, 206, 251, 31, 242, 87, 37, 255, 0, 41});
+  CHECK(resize_row(ResampleFilter::kBilinear, row, 7) == std::vector<std::uint8_t>{0,  255, 10,  36,  164, 14,  93,
+                                                                                   18, 19,  150, 128, 25,  204, 237,
+                                                                                   31, 235, 91,  36,  255, 0,   40});
+  CHECK(resize_row(ResampleFilter::kBicubic, row, 7) == std::vector<std::uint8_t>{0,  255, 9,   26,  168, 13,  92,
+                                                                                  4,  19,  153, 128, 25,  206, 251,
+                                                                                  31, 242, 87,  37,  255, 0,   41});
 }
 
 TEST_CASE("an axis plan reads only what its window needs") {
@@ -50,7 +52,7 @@ TEST_CASE("an axis plan reads only what its window needs") {
   ResampleAxis axis(ResampleFilter::kBilinear, 1000, 250, 100, 10);
   CHECK(axis.out_count() == 10);
   CHECK(axis.source_first() == 398);  // centre 402, support 4
-  CHECK(axis.source_end() == 442);   // the last centre, 438, plus 4
+  CHECK(axis.source_end() == 442);    // the last centre, 438, plus 4
   std::int64_t sum = 0;
   for (int t = 0; t < axis.taps(0); ++t) sum += axis.weights(0)[t];
   CHECK(std::abs(sum - (std::int64_t{1} << 22)) <= axis.taps(0));  // normalised, rounded per tap
@@ -152,6 +154,8 @@ TEST_CASE("axes packed for one pass are refused for the other") {
   const ResampleAxis vertical(ResampleFilter::kBilinear, span, 50, 0, 50, AxisPass::kVertical);
   PillowResampler resampler;
   CHECK_NOTHROW(resampler.begin(horizontal, vertical, 0, false, ResampleKernels::kPortable));
-  CHECK_THROWS_AS(resampler.begin(vertical, horizontal, 0, false, ResampleKernels::kPortable), tensorcom::ArgumentError);
-  CHECK_THROWS_AS(resampler.begin(horizontal, horizontal, 0, false, ResampleKernels::kPortable), tensorcom::ArgumentError);
+  CHECK_THROWS_AS(resampler.begin(vertical, horizontal, 0, false, ResampleKernels::kPortable),
+                  tensorcom::ArgumentError);
+  CHECK_THROWS_AS(resampler.begin(horizontal, horizontal, 0, false, ResampleKernels::kPortable),
+                  tensorcom::ArgumentError);
 }

@@ -48,9 +48,17 @@ TEST_CASE("RgbxResizer matches cv::resize INTER_LINEAR, mirrored or not") {
   struct Case {
     int width, height, out_width, out_height;
   };
-  for (Case c : std::vector<Case>{{300, 280, 224, 224}, {225, 224, 224, 224}, {224, 224, 224, 224},
-                                  {997, 601, 224, 224}, {50, 40, 224, 224}, {2, 2, 7, 5}, {1, 1, 3, 3},
-                                  {1, 9, 4, 4}, {9, 1, 4, 4}, {333, 257, 17, 19}, {320, 320, 160, 161}}) {
+  for (Case c : std::vector<Case>{{300, 280, 224, 224},
+                                  {225, 224, 224, 224},
+                                  {224, 224, 224, 224},
+                                  {997, 601, 224, 224},
+                                  {50, 40, 224, 224},
+                                  {2, 2, 7, 5},
+                                  {1, 1, 3, 3},
+                                  {1, 9, 4, 4},
+                                  {9, 1, 4, 4},
+                                  {333, 257, 17, 19},
+                                  {320, 320, 160, 161}}) {
     for (std::size_t pad : {0, 3}) {
       cv::Mat image = test_image(c.width, c.height, pad, rng);
       cv::Mat rgb;

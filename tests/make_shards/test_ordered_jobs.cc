@@ -63,13 +63,15 @@ TEST_CASE("a read failure comes after the items read before it") {
     if (next == 70) throw std::runtime_error("unreadable");
     return next++;
   };
-  CHECK_THROWS_WITH(run_in_order<int>(2, read, [](int&) {}, [&](const int& item) { written.push_back(item); }),
+  CHECK_THROWS_WITH(run_in_order<int>(
+                        2, read, [](int&) {}, [&](const int& item) { written.push_back(item); }),
                     "unreadable");
   CHECK(written.size() == 70);
 }
 
 TEST_CASE("no items, no calls") {
   int calls = 0;
-  run_in_order<int>(4, counting_reader(0), [&](int&) { ++calls; }, [&](const int&) { ++calls; });
+  run_in_order<int>(
+      4, counting_reader(0), [&](int&) { ++calls; }, [&](const int&) { ++calls; });
   CHECK(calls == 0);
 }

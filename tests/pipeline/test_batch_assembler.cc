@@ -82,7 +82,7 @@ TEST_CASE("batch assembler") {
     assembler.abandon(first[1]);
     auto pending = *assembler.acquire();  // takes back the abandoned slot ...
     REQUIRE(pending.index == first[1].index);
-    assembler.abandon(pending);           // ... and fails again, at the end of the stream
+    assembler.abandon(pending);  // ... and fails again, at the end of the stream
     int value = 1;
     for (const auto& s : {first[0], first[2], next}) {
       fill(s, static_cast<std::uint8_t>(value), image_bytes);
@@ -178,7 +178,7 @@ TEST_CASE("output formats") {
     f.std = {1, 1, 1};
     std::uint16_t out[12];
     convert_image(f, hwc, reinterpret_cast<std::byte*>(out));
-    CHECK(out[0] == 0x0000);   // 0.0
-    CHECK(out[9] == 0x3c00);   // channel 2 of pixel 1: 255/255 = 1.0
+    CHECK(out[0] == 0x0000);  // 0.0
+    CHECK(out[9] == 0x3c00);  // channel 2 of pixel 1: 255/255 = 1.0
   }
 }

@@ -79,7 +79,7 @@ TEST_CASE("shard samples: the image, its label text, and what was passed over") 
   CHECK(samples[0].image->size() == 8);
   CHECK(samples[0].label == "1");
   CHECK(samples[1].key == "b");
-  CHECK_FALSE(samples[1].image);           // over 50 bytes: not read
+  CHECK_FALSE(samples[1].image);  // over 50 bytes: not read
   CHECK(samples[1].oversized_image == 100);
   CHECK(samples[1].label == " 2\n");
   CHECK(samples[2].key == "c");

@@ -52,7 +52,8 @@ TEST_CASE("warnings are rate-limited, and say how many went unreported") {
   const std::string text = cerr.text();
   CHECK(text.find("srv: skipped sample 'k1' of shard-0.tar: undecodable (detail one)") != std::string::npos);
   CHECK(text.find("'k2'") == std::string::npos);
-  CHECK(text.find("srv: skipped sample 'k3' of shard-1.tar: bad label (cls is 'x'); 5 more skipped since the last warning") !=
+  CHECK(text.find(
+            "srv: skipped sample 'k3' of shard-1.tar: bad label (cls is 'x'); 5 more skipped since the last warning") !=
         std::string::npos);
   CHECK(counter.total() == 7);
 }

@@ -62,8 +62,8 @@ TEST_CASE("class tables in every accepted form") {
     CHECK(parse_class_names(R"({"-1": "background", "7": "x"})", "t") == ClassNames{{-1, "background"}, {7, "x"}});
   }
   SUBCASE("arrays name the class by their last string, as Keras' imagenet_class_index.json") {
-    CHECK(parse_class_names(R"({"0": ["n01440764", "tench"], "1": ["n01443537", "goldfish"], "2": ["shark"]})",
-                            "t") == want);
+    CHECK(parse_class_names(R"({"0": ["n01440764", "tench"], "1": ["n01443537", "goldfish"], "2": ["shark"]})", "t") ==
+          want);
     CHECK(parse_class_names(R"([["a", "tench"], "goldfish", ["shark"]])", "t") == want);
   }
   SUBCASE("escapes and UTF-8") {

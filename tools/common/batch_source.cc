@@ -18,7 +18,7 @@ constexpr double kMaxTimeoutSeconds = 86400;
 ConnectionOptions connection_options(const SourceOptions& source) {
   ConnectionOptions options;
   options.curve = programs::curve_security(source.curve);
-  options.timeout = std::nullopt;  // BatchSource handles silence itself
+  options.timeout = std::nullopt;    // BatchSource handles silence itself
   options.linger = Milliseconds(0);  // nothing is ever sent: closing need not wait
   return options;
 }
@@ -56,7 +56,9 @@ std::optional<po::variables_map> parse_command_line(int argc, char** argv, const
 }
 
 BatchSource::BatchSource(std::string tool, const SourceOptions& options)
-    : tool_(std::move(tool)), options_(options), connection_(urls_or_default(options.urls), connection_options(options)) {
+    : tool_(std::move(tool)),
+      options_(options),
+      connection_(urls_or_default(options.urls), connection_options(options)) {
   programs::install_stop_handlers();
 }
 

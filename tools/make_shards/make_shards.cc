@@ -46,7 +46,8 @@ namespace {
 constexpr const char* kCaption =
     "usage: make-shards [options] DIR | --list FILE | --synthetic N | --from-shards PATTERN\n"
     "Packs an ImageFolder tree (DIR/CLASS/.../*.{jpg,jpeg,png,ppm,bmp,pgm,tif,tiff,webp};\n"
-    "label = index of CLASS in sorted order, as torchvision's ImageFolder), a list of 'PATH LABEL' lines, or N synthetic JPEGs into webdataset\n"
+    "label = index of CLASS in sorted order, as torchvision's ImageFolder), a list of 'PATH LABEL' lines, or N "
+    "synthetic JPEGs into webdataset\n"
     "shards: members KEY.EXT (the image bytes) and KEY.cls (the label). --from-shards\n"
     "re-packs existing webdataset shards, every member kept (with --restart-markers,\n"
     "JPEGs rewritten)";
@@ -58,31 +59,31 @@ constexpr const char* kSyntheticOnly[] = {"classes", "min-side", "max-side", "qu
 
 po::options_description make_options() {
   po::options_description options(kCaption);
-  options.add_options()
-      ("help,h", "show this help")
-      ("output,o", po::value<std::string>()->default_value("shards/imagenet-train-%06d.tar"),
-       "shard path pattern with one integer conversion; missing folders are created")
-      ("maxcount", po::value<std::uint64_t>()->default_value(1000), "samples per shard at most")
-      ("maxsize", po::value<std::string>()->default_value("1e9"),
-       "bytes per shard at most (a larger single sample gets a shard of its own); 1e9 style accepted")
-      ("list", po::value<std::string>(), "read samples from this list of 'PATH LABEL' lines")
-      ("synthetic", po::value<std::uint64_t>(), "generate this many synthetic samples")
-      ("from-shards", po::value<std::string>(),
-       "re-pack the samples of these tar shards (brace-expanded, in order), e.g. 'in/train-{0000..0146}.tar'")
-      ("shuffle", po::bool_switch(), "shuffle the samples (deterministically, by --seed)")
-      ("jobs,j", po::value<int>(), "threads reading, generating and rewriting images (default: every core); "
-       "the output is the same for any number")
-      ("seed", po::value<std::uint64_t>()->default_value(0), "seed of --shuffle and of synthetic images")
-      ("mtime", po::value<std::int64_t>()->default_value(0), "modification time of every member (seconds since 1970)")
-      ("classes", po::value<std::int64_t>()->default_value(10), "synthetic: number of classes")
-      ("min-side", po::value<int>()->default_value(160), "synthetic: smallest image width or height")
-      ("max-side", po::value<int>()->default_value(480), "synthetic: largest image width or height")
-      ("quality", po::value<int>()->default_value(90), "synthetic: JPEG quality (1-100)")
-      ("max-member-bytes", po::value<std::uint64_t>()->default_value(std::uint64_t{256} << 20),
-       "--from-shards: a sample with a member larger than this is left out, with a warning (as servers skip it)")
-      ("restart-markers", po::bool_switch(),
-       "rewrite JPEGs losslessly with a restart marker after every MCU (as jpegtran -restart 1B -optimize): "
-       "servers then entropy-decode only what their crops need; same pixels, files a few percent larger");
+  options.add_options()("help,h", "show this help")(
+      "output,o", po::value<std::string>()->default_value("shards/imagenet-train-%06d.tar"),
+      "shard path pattern with one integer conversion; missing folders are created")(
+      "maxcount", po::value<std::uint64_t>()->default_value(1000), "samples per shard at most")(
+      "maxsize", po::value<std::string>()->default_value("1e9"),
+      "bytes per shard at most (a larger single sample gets a shard of its own); 1e9 style accepted")(
+      "list", po::value<std::string>(), "read samples from this list of 'PATH LABEL' lines")(
+      "synthetic", po::value<std::uint64_t>(), "generate this many synthetic samples")(
+      "from-shards", po::value<std::string>(),
+      "re-pack the samples of these tar shards (brace-expanded, in order), e.g. 'in/train-{0000..0146}.tar'")(
+      "shuffle", po::bool_switch(), "shuffle the samples (deterministically, by --seed)")(
+      "jobs,j", po::value<int>(),
+      "threads reading, generating and rewriting images (default: every core); "
+      "the output is the same for any number")("seed", po::value<std::uint64_t>()->default_value(0),
+                                               "seed of --shuffle and of synthetic images")(
+      "mtime", po::value<std::int64_t>()->default_value(0), "modification time of every member (seconds since 1970)")(
+      "classes", po::value<std::int64_t>()->default_value(10), "synthetic: number of classes")(
+      "min-side", po::value<int>()->default_value(160), "synthetic: smallest image width or height")(
+      "max-side", po::value<int>()->default_value(480), "synthetic: largest image width or height")(
+      "quality", po::value<int>()->default_value(90), "synthetic: JPEG quality (1-100)")(
+      "max-member-bytes", po::value<std::uint64_t>()->default_value(std::uint64_t{256} << 20),
+      "--from-shards: a sample with a member larger than this is left out, with a warning (as servers skip it)")(
+      "restart-markers", po::bool_switch(),
+      "rewrite JPEGs losslessly with a restart marker after every MCU (as jpegtran -restart 1B -optimize): "
+      "servers then entropy-decode only what their crops need; same pixels, files a few percent larger");
   return options;
 }
 
@@ -118,7 +119,8 @@ void check_inputs(const po::variables_map& vars) {
       static_cast<int>(vars.count("dir") + vars.count("list") + vars.count("synthetic") + vars.count("from-shards"));
   if (inputs != 1) throw po::error("give exactly one of DIR, --list FILE, --synthetic N, --from-shards PATTERN");
   // Shuffling would hold every sample in memory; re-packing streams.
-  if (vars.count("from-shards") && vars["shuffle"].as<bool>()) throw po::error("--shuffle does not apply to --from-shards");
+  if (vars.count("from-shards") && vars["shuffle"].as<bool>())
+    throw po::error("--shuffle does not apply to --from-shards");
   if (!vars.count("synthetic")) {
     for (const char* name : kSyntheticOnly)
       if (!vars[name].defaulted()) throw po::error(std::string("--") + name + " applies only to --synthetic");
@@ -205,8 +207,7 @@ struct RepackItem {
 // shard is reported and ends there, and the next one is opened.
 class ShardSequence {
  public:
-  ShardSequence(const std::string& pattern, std::uint64_t max_member_bytes)
-      : paths_(tensorcom::brace_expand(pattern)) {
+  ShardSequence(const std::string& pattern, std::uint64_t max_member_bytes) : paths_(tensorcom::brace_expand(pattern)) {
     options_.max_member_bytes = max_member_bytes;
   }
 
@@ -232,8 +233,8 @@ class ShardSequence {
     for (const ShardMember& member : sample.members) {
       if (!member.oversized) continue;
       std::cerr << "make-shards: " << printable(shard_->shard()) << ": sample " << printable(sample.key)
-                << " left out: member " << printable(member.name) << " has " << member.size << " bytes; the limit is " << options_.max_member_bytes
-                << " (--max-member-bytes)\n";
+                << " left out: member " << printable(member.name) << " has " << member.size << " bytes; the limit is "
+                << options_.max_member_bytes << " (--max-member-bytes)\n";
       ++counts_.oversized_samples;
       return true;
     }
@@ -304,12 +305,16 @@ struct Packer {
 
 // --from-shards: re-packs shards. Returns the exit status.
 int repack(const po::variables_map& vars, Packer& p) {
-  RepackCounts counts = repack_shards(vars["from-shards"].as<std::string>(), vars["max-member-bytes"].as<std::uint64_t>(),
-                                      p.restart_markers, p.jobs, p.encoder, p.writer);
+  RepackCounts counts =
+      repack_shards(vars["from-shards"].as<std::string>(), vars["max-member-bytes"].as<std::uint64_t>(),
+                    p.restart_markers, p.jobs, p.encoder, p.writer);
   print_summary(p.writer.finish());
-  if (counts.unreadable_jpegs) std::cout << "JPEGs packed without restart markers (unreadable): " << counts.unreadable_jpegs << '\n';
-  if (counts.skipped_members) std::cout << "members passed over (not files, or no key): " << counts.skipped_members << '\n';
-  if (counts.oversized_samples) std::cout << "samples left out (a member over --max-member-bytes): " << counts.oversized_samples << '\n';
+  if (counts.unreadable_jpegs)
+    std::cout << "JPEGs packed without restart markers (unreadable): " << counts.unreadable_jpegs << '\n';
+  if (counts.skipped_members)
+    std::cout << "members passed over (not files, or no key): " << counts.skipped_members << '\n';
+  if (counts.oversized_samples)
+    std::cout << "samples left out (a member over --max-member-bytes): " << counts.oversized_samples << '\n';
   if (counts.damaged_shards) std::cout << "input shards that ended early: " << counts.damaged_shards << '\n';
   return counts.damaged_shards ? 1 : 0;
 }

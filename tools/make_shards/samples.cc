@@ -53,8 +53,8 @@ namespace {
 // Where a list names a file: key_path relative to the list's folder, or the
 // whole path when the file lies outside it (a key must not climb out with "..").
 [[nodiscard]] fs::path list_key_path(const fs::path& written, const fs::path& file, const fs::path& list_folder) {
-  fs::path relative = written.is_absolute() ? written.lexically_relative(fs::absolute(list_folder))
-                                            : written.lexically_normal();
+  fs::path relative =
+      written.is_absolute() ? written.lexically_relative(fs::absolute(list_folder)) : written.lexically_normal();
   if (relative.empty() || *relative.begin() == "..") relative = fs::absolute(file).lexically_normal().relative_path();
   return relative;
 }

@@ -99,7 +99,8 @@ void add_grain(std::uint64_t seed, cv::Mat& image) {
 
 }  // namespace
 
-tensorcom::formats::ByteBuffer synthetic_jpeg(std::uint64_t index, std::int64_t label, const SyntheticImageOptions& options) {
+tensorcom::formats::ByteBuffer synthetic_jpeg(std::uint64_t index, std::int64_t label,
+                                              const SyntheticImageOptions& options) {
   cv::RNG rng(mix(options.seed ^ mix(index)));
   // Width and height drawn apart: aspect ratios vary, as in photo collections.
   int width = rng.uniform(options.min_side, options.max_side + 1);
@@ -111,8 +112,8 @@ tensorcom::formats::ByteBuffer synthetic_jpeg(std::uint64_t index, std::int64_t 
   draw_shapes(rng, image);
   add_grain(rng.next(), image);
   std::vector<unsigned char> jpeg;
-  std::vector<int> params{cv::IMWRITE_JPEG_QUALITY, options.quality, cv::IMWRITE_JPEG_PROGRESSIVE, 0,
-                          cv::IMWRITE_JPEG_OPTIMIZE, 0};
+  std::vector<int> params{
+      cv::IMWRITE_JPEG_QUALITY, options.quality, cv::IMWRITE_JPEG_PROGRESSIVE, 0, cv::IMWRITE_JPEG_OPTIMIZE, 0};
   if (!cv::imencode(".jpg", image, jpeg, params))
     throw tensorcom::Error("cannot encode synthetic image " + std::to_string(index) + " as JPEG");
   const auto* bytes = reinterpret_cast<const std::byte*>(jpeg.data());

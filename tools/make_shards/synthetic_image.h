@@ -22,6 +22,7 @@ struct SyntheticImageOptions {
 // thread of the calls. Throws tensorcom::Error if encoding fails.
 // REQUIRES: 0 < min_side <= max_side, 1 <= quality <= 100.
 // Thread-safe.
-[[nodiscard]] tensorcom::formats::ByteBuffer synthetic_jpeg(std::uint64_t index, std::int64_t label, const SyntheticImageOptions& options);
+[[nodiscard]] tensorcom::formats::ByteBuffer synthetic_jpeg(std::uint64_t index, std::int64_t label,
+                                                            const SyntheticImageOptions& options);
 
 }  // namespace make_shards

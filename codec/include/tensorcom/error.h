@@ -47,7 +47,8 @@ class FormatError : public Error {
   FormatError(FormatErrorKind kind, const std::string& message, std::uint64_t offset)
       : Error(message + " (at byte " + std::to_string(offset) + ")"), message_(message), offset_(offset), kind_(kind) {}
   // Input outside the tenbin format: kind() is kOther.
-  FormatError(const std::string& message, std::uint64_t offset) : FormatError(FormatErrorKind::kOther, message, offset) {}
+  FormatError(const std::string& message, std::uint64_t offset)
+      : FormatError(FormatErrorKind::kOther, message, offset) {}
   // what() without the offset, for adding context in front.
   [[nodiscard]] const std::string& message() const noexcept { return message_; }
   [[nodiscard]] std::uint64_t offset() const noexcept { return offset_; }

@@ -29,7 +29,7 @@ struct SampleGeometry {
   std::int32_t y = 0;  // top row,
   std::int32_t width = 0;
   std::int32_t height = 0;
-  bool flip = false;   // mirrored left to right after resizing
+  bool flip = false;  // mirrored left to right after resizing
   std::int32_t source_width = 0;
   std::int32_t source_height = 0;
 
@@ -37,10 +37,10 @@ struct SampleGeometry {
 };
 
 struct BatchMetadata {
-  std::vector<std::string> keys;    // sample keys, in batch order
-  std::vector<std::string> shards;  // the shard each sample came from, same order
-  std::string server;               // the id of the server that made the batch
-  std::uint64_t sequence = 0;       // the batch's number in that server's stream
+  std::vector<std::string> keys;         // sample keys, in batch order
+  std::vector<std::string> shards;       // the shard each sample came from, same order
+  std::string server;                    // the id of the server that made the batch
+  std::uint64_t sequence = 0;            // the batch's number in that server's stream
   std::vector<SampleGeometry> geometry;  // per sample, same order; empty: not recorded
 
   bool operator==(const BatchMetadata&) const = default;

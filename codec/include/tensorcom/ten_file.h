@@ -102,13 +102,14 @@ class TenListReader {
 
 // What salvage_ten found in a file that a crash or a full disk may have cut.
 struct SalvageReport {
-  std::uint64_t file_bytes = 0;        // the file's size
-  std::uint64_t lists = 0;             // whole lists read (and passed on)
-  std::uint64_t tensors = 0;           // tensors in them
-  std::uint64_t whole_bytes = 0;       // where the last whole list ends: the file's good prefix
-  std::uint64_t lost_tensors = 0;      // whole tensors after the last whole list (a list cut short)
-  std::size_t list_length = 0;         // tensors per list, as given or inferred (0: unknown)
-  std::optional<FormatError> damage;   // why reading stopped before the end (offset(): where); nothing for an intact file
+  std::uint64_t file_bytes = 0;    // the file's size
+  std::uint64_t lists = 0;         // whole lists read (and passed on)
+  std::uint64_t tensors = 0;       // tensors in them
+  std::uint64_t whole_bytes = 0;   // where the last whole list ends: the file's good prefix
+  std::uint64_t lost_tensors = 0;  // whole tensors after the last whole list (a list cut short)
+  std::size_t list_length = 0;     // tensors per list, as given or inferred (0: unknown)
+  std::optional<FormatError>
+      damage;  // why reading stopped before the end (offset(): where); nothing for an intact file
 
   [[nodiscard]] bool intact() const noexcept { return !damage && lost_tensors == 0; }
 };

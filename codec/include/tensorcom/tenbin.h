@@ -35,8 +35,8 @@ inline constexpr std::size_t kChunkPadding = 64;
 inline constexpr std::size_t kMaxNdim = 32;
 
 struct DecodeLimits {
-  std::size_t max_ndim = kMaxNdim;        // largest ndim a header may declare
-  std::size_t max_tensors = 1u << 16;     // most tensors one list may hold
+  std::size_t max_ndim = kMaxNdim;     // largest ndim a header may declare
+  std::size_t max_tensors = 1u << 16;  // most tensors one list may hold
 };
 
 // ---- headers ----

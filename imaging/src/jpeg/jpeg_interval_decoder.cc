@@ -15,10 +15,10 @@ namespace {
 
 // Zigzag position to natural position, with libjpeg's 16 extra entries: a
 // corrupt run can carry k past 63 by 15, and lands on the last coefficient.
-constexpr int kNatural[64 + 16] = {
-    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13,
-    6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31,
-    39, 46, 53, 60, 61, 54, 47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
+constexpr int kNatural[64 + 16] = {0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33,
+                                   40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36,
+                                   29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54,
+                                   47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
 
 // A fast-table entry (64 bits): bits 0-5 the bits it consumes (0: no code
 // of up to kFastBits bits starts here; six bits, so that the entry itself
@@ -109,9 +109,8 @@ struct JpegIntervalDecoder::Table {
       } else {
         continue;  // a run of 16 zeros: left to the slow step
       }
-      e = (e & ~kLength) | static_cast<std::uint64_t>(first + second) |
-          static_cast<std::uint64_t>(run) << kSecondRun | advance << kSecondAdvance |
-          (next & 0xFFFF0000u) << (kSecondValue - 16);
+      e = (e & ~kLength) | static_cast<std::uint64_t>(first + second) | static_cast<std::uint64_t>(run) << kSecondRun |
+          advance << kSecondAdvance | (next & 0xFFFF0000u) << (kSecondValue - 16);
     }
   }
 
@@ -157,8 +156,9 @@ void no_new_pass(j_decompress_ptr) {}  // a single scan: libjpeg starts no other
 
 bool JpegIntervalDecoder::install(jpeg_decompress_struct* cinfo, std::span<const std::byte> jpeg,
                                   std::span<const ByteRange> intervals, bool unstuffed) {
-  if (cinfo->progressive_mode || cinfo->arith_code || cinfo->comps_in_scan != cinfo->num_components || cinfo->comps_in_scan > 4 || cinfo->blocks_in_MCU > 10 ||
-      cinfo->blocks_in_MCU < 1 || cinfo->Ss != 0 || cinfo->Se != DCTSIZE2 - 1 || cinfo->Ah != 0 || cinfo->Al != 0) {
+  if (cinfo->progressive_mode || cinfo->arith_code || cinfo->comps_in_scan != cinfo->num_components ||
+      cinfo->comps_in_scan > 4 || cinfo->blocks_in_MCU > 10 || cinfo->blocks_in_MCU < 1 || cinfo->Ss != 0 ||
+      cinfo->Se != DCTSIZE2 - 1 || cinfo->Ah != 0 || cinfo->Al != 0) {
     return false;
   }
   const std::size_t mcus = static_cast<std::size_t>(cinfo->MCUs_per_row) * cinfo->MCU_rows_in_scan;

@@ -75,7 +75,7 @@ class JpegIntervalDecoder {
   std::span<const ByteRange> intervals_;
   std::vector<std::uint8_t> unstuffed_;   // the current interval, stuffing removed, zeros after
   const std::uint8_t* stream_ = nullptr;  // the current interval's unstuffed bytes
-  const Table* dc_[10] = {};             // by block of the MCU
+  const Table* dc_[10] = {};              // by block of the MCU
   const Table* ac_[10] = {};
   int component_of_block_[10] = {};
   int blocks_in_mcu_ = 0;

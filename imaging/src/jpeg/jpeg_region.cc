@@ -127,9 +127,9 @@ JpegInfo JpegRegionDecoder::read_header(std::span<const std::byte> jpeg) {
   if (!has_end_of_image(data + (jpeg.size() - scan_bytes), scan_bytes)) {
     throw ImageError(Problem::kTruncated, "JPEG: no end-of-image marker after the scan data: the file was cut short");
   }
-  whole_scan_ = jpeg.size() <= UINT32_MAX
-                    ? ByteRange{static_cast<std::uint32_t>(jpeg.size() - scan_bytes), static_cast<std::uint32_t>(jpeg.size())}
-                    : ByteRange{};
+  whole_scan_ = jpeg.size() <= UINT32_MAX ? ByteRange{static_cast<std::uint32_t>(jpeg.size() - scan_bytes),
+                                                      static_cast<std::uint32_t>(jpeg.size())}
+                                          : ByteRange{};
   info_.width = static_cast<int>(c.image_width);
   info_.height = static_cast<int>(c.image_height);
   info_.cmyk = c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK;
@@ -144,8 +144,12 @@ struct JpegRegionDecoder::Strip {
   std::size_t stride;  // of a row of the whole scaled width
 
   [[nodiscard]] JpegRegion region(std::uint8_t* buffer) const {
-    return JpegRegion{buffer ? buffer + static_cast<std::size_t>(x0 - strip_x) * 4 : nullptr, static_cast<int>(x0),
-                      static_cast<int>(y0), static_cast<int>(x1 - x0), static_cast<int>(y1 - y0), stride};
+    return JpegRegion{buffer ? buffer + static_cast<std::size_t>(x0 - strip_x) * 4 : nullptr,
+                      static_cast<int>(x0),
+                      static_cast<int>(y0),
+                      static_cast<int>(x1 - x0),
+                      static_cast<int>(y1 - y0),
+                      stride};
   }
 };
 
@@ -189,7 +193,7 @@ JpegRegionDecoder::Strip JpegRegionDecoder::plan_strip(int x, int y, int w, int 
 long JpegRegionDecoder::warnings() const noexcept { return state_->err.pub.num_warnings; }
 
 void JpegRegionDecoder::throw_decode_error() const {
-  const Problem problem = state_->err.too_many_scans                   ? Problem::kTooManyScans
+  const Problem problem = state_->err.too_many_scans                  ? Problem::kTooManyScans
                           : state_->err.pub.msg_code == JWRN_JPEG_EOF ? Problem::kTruncated
                                                                       : Problem::kUndecodable;
   throw ImageError(problem, std::string("JPEG: ") + state_->err.message);

@@ -75,8 +75,7 @@ class JpegRegionDecoder {
   // JPEG read is that call's headers-only slice); throws ImageError if
   // the interval decoder cannot take them.
   [[nodiscard]] JpegRegion decode(int x, int y, int w, int h, int scale_num, std::vector<std::uint8_t>& buffer,
-                                  std::span<const ByteRange> intervals = {},
-                                  std::span<const std::byte> unstuffed = {});
+                                  std::span<const ByteRange> intervals = {}, std::span<const std::byte> unstuffed = {});
   // The same box, handed to sink kStreamRows rows at a time as they are
   // decoded, through a buffer of that many rows: the next step reads them
   // while they are in cache, and the box is never in memory whole. Returns

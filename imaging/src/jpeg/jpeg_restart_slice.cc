@@ -20,7 +20,7 @@ struct Layout {
   int width = 0, height = 0;
   int mcu_width = 0, mcu_height = 0;
   int components = 0;
-  int restart_interval = 0;  // MCUs, 0 if none
+  int restart_interval = 0;                               // MCUs, 0 if none
   std::vector<std::pair<std::size_t, std::size_t>> kept;  // header segments to copy: [begin, end)
 };
 
@@ -29,9 +29,7 @@ int be16(const std::uint8_t* p) { return (p[0] << 8) | p[1]; }
 bool is_sequential_huffman_frame(std::uint8_t m) { return m == kSOF0 || m == kSOF1; }
 
 // Any other start-of-frame: progressive, lossless, arithmetic, hierarchical.
-bool is_other_frame(std::uint8_t m) {
-  return m >= 0xC2 && m <= 0xCF && m != kDHT && m != 0xC8 && m != 0xCC;
-}
+bool is_other_frame(std::uint8_t m) { return m >= 0xC2 && m <= 0xCF && m != kDHT && m != 0xC8 && m != 0xCC; }
 
 // Segments a decoder of pixels has no use for; leaving them out saves
 // copying (EXIF thumbnails can be tens of kilobytes). APP0 (JFIF) and APP14
@@ -180,9 +178,8 @@ std::size_t write_intervals(const std::uint8_t* data, const std::vector<std::siz
 // followed by kUnstuffedPadding zero bytes; where each lies goes to
 // `intervals`. `bytes` bounds their stuffed size.
 void write_intervals_unstuffed(const std::uint8_t* data, const std::vector<std::size_t>& begins,
-                               const std::vector<std::size_t>& ends, int cols, const PixelBox& cells,
-                               std::size_t bytes, std::vector<std::byte>& unstuffed,
-                               std::vector<ByteRange>& intervals) {
+                               const std::vector<std::size_t>& ends, int cols, const PixelBox& cells, std::size_t bytes,
+                               std::vector<std::byte>& unstuffed, std::vector<ByteRange>& intervals) {
   const auto count = static_cast<std::size_t>(cells.width) * static_cast<std::size_t>(cells.height);
   unstuffed.resize(bytes + count * kUnstuffedPadding);
   auto* base = reinterpret_cast<std::uint8_t*>(unstuffed.data());

@@ -109,7 +109,7 @@ class ResampleAxis {
   std::vector<std::int32_t> window_weights_;
   std::vector<std::int32_t> tap_pairs_;  // pair_stride_ a row
   std::size_t pair_stride_ = 0;
-  std::vector<double> filter_values_;       // one output's, while planning
+  std::vector<double> filter_values_;        // one output's, while planning
   std::vector<std::int32_t> pixel_weights_;  // one output's by window pixel, while packing
   int source_first_ = 0;
   int source_end_ = 0;
@@ -162,7 +162,9 @@ class PillowResampler {
 
  private:
   void horizontal(const std::uint8_t* row_a, const std::uint8_t* row_b, std::uint8_t* dst_a, std::uint8_t* dst_b);
-  [[nodiscard]] std::uint8_t* pass_row(int r) noexcept { return horizontal_.data() + static_cast<std::size_t>(r) * row_bytes_; }
+  [[nodiscard]] std::uint8_t* pass_row(int r) noexcept {
+    return horizontal_.data() + static_cast<std::size_t>(r) * row_bytes_;
+  }
 
   const ResampleAxis* x_ = nullptr;
   const ResampleAxis* y_ = nullptr;

@@ -36,7 +36,7 @@ __attribute__((target("sse4.1"))) inline std::int32_t narrow_pixel(__m128i sum) 
 }  // namespace
 
 __attribute__((target("sse4.1"))) void horizontal_sse41(const ResampleAxis& x, const std::uint8_t* row, int origin,
-                                                         std::uint8_t* dst) {
+                                                        std::uint8_t* dst) {
   const __m128i half = _mm_set1_epi32(kHalf);
   for (int i = 0; i < x.out_count(); ++i) {
     const std::int32_t* w = x.weights(i);
@@ -51,7 +51,7 @@ __attribute__((target("sse4.1"))) void horizontal_sse41(const ResampleAxis& x, c
 }
 
 __attribute__((target("sse4.1"))) void vertical_sse41(const std::uint8_t* top, std::size_t row_bytes,
-                                                       const ResampleAxis& y, int j, int pixels, std::uint8_t* dst) {
+                                                      const ResampleAxis& y, int j, int pixels, std::uint8_t* dst) {
   const std::int32_t* w = y.weights(j);
   const int taps = y.taps(j);
   const __m128i half = _mm_set1_epi32(kHalf);
@@ -75,7 +75,8 @@ __attribute__((target("sse4.1"))) void vertical_sse41(const std::uint8_t* top, s
   for (; i < pixels; ++i) {
     __m128i sum = half;
     const std::uint8_t* px = top + 4 * static_cast<std::size_t>(i);
-    for (int t = 0; t < taps; ++t, px += row_bytes) sum = _mm_add_epi32(sum, _mm_mullo_epi32(widen_pixel(px), _mm_set1_epi32(w[t])));
+    for (int t = 0; t < taps; ++t, px += row_bytes)
+      sum = _mm_add_epi32(sum, _mm_mullo_epi32(widen_pixel(px), _mm_set1_epi32(w[t])));
     const std::int32_t out = narrow_pixel(sum);
     std::memcpy(dst + 4 * static_cast<std::size_t>(i), &out, 4);
   }
@@ -100,7 +101,7 @@ namespace {
 // holds (R0,R1) (G0,G1) (B0,B1) (X0,X1), lane 1 the same of pixels 2 and 3,
 // matching the group's weights (w0,w1) and (w2,w3).
 __attribute__((target("avx2"))) inline __m128i horizontal_sum(const ResampleAxis& x, int i, int groups,
-                                                             const std::uint8_t* row, int origin, __m256i by_channel) {
+                                                              const std::uint8_t* row, int origin, __m256i by_channel) {
   const std::uint8_t* px = row + static_cast<std::size_t>(x.window_first(i) - origin) * 4;
   const __m256i* weights = reinterpret_cast<const __m256i*>(x.window_weights(i));
   __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
@@ -121,7 +122,7 @@ __attribute__((target("avx2"))) inline __m128i horizontal_sum(const ResampleAxis
 }  // namespace
 
 __attribute__((target("avx2"))) void horizontal_avx2(const ResampleAxis& x, const std::uint8_t* row, int origin,
-                                                      std::uint8_t* dst) {
+                                                     std::uint8_t* dst) {
   if (!x.has_windows()) return horizontal_sse41(x, row, origin, dst);
   constexpr char z = -128;  // pshufb writes a zero byte
   const __m256i by_channel = _mm256_setr_epi8(0, z, 4, z, 1, z, 5, z, 2, z, 6, z, 3, z, 7, z,  //
@@ -152,10 +153,10 @@ namespace {
 // lanes never need adding together.
 template <int kGroups>  // 0: as many as the axis' window has
 __attribute__((target("avx2"))) inline __m256i horizontal_sum_rows(const ResampleAxis& x, int i, int window_groups,
-                                                                  const std::uint8_t* row_a, const std::uint8_t* row_b,
-                                                                  int origin) {
+                                                                   const std::uint8_t* row_a, const std::uint8_t* row_b,
+                                                                   int origin) {
   const int groups = kGroups ? kGroups : window_groups;
-  constexpr char z = -128;  // pshufb writes a zero byte
+  constexpr char z = -128;                                                                // pshufb writes a zero byte
   const __m256i first = _mm256_setr_epi8(0, z, 4, z, 1, z, 5, z, 2, z, 6, z, 3, z, 7, z,  //
                                          0, z, 4, z, 1, z, 5, z, 2, z, 6, z, 3, z, 7, z);
   const __m256i second = _mm256_setr_epi8(8, z, 12, z, 9, z, 13, z, 10, z, 14, z, 11, z, 15, z,  //
@@ -166,9 +167,9 @@ __attribute__((target("avx2"))) inline __m256i horizontal_sum_rows(const Resampl
   const std::int32_t* w = x.window_weights(i);
   __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
   for (int g = 0; g < groups; ++g, a += 16, b += 16, w += ResampleAxis::kGroupInts) {
-    const __m256i both = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+    const __m256i both =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
     const __m256i p01 = _mm256_shuffle_epi8(both, first), p23 = _mm256_shuffle_epi8(both, second);
     hi = _mm256_add_epi32(hi, _mm256_add_epi32(_mm256_madd_epi16(p01, _mm256_set1_epi32(w[0])),
                                                _mm256_madd_epi16(p23, _mm256_set1_epi32(w[4]))));
@@ -286,8 +287,8 @@ __attribute__((target("avx2"))) void horizontal_rows_any(const ResampleAxis& x, 
 }  // namespace
 
 __attribute__((target("avx2"))) void horizontal_avx2_rows(const ResampleAxis& x, const std::uint8_t* row_a,
-                                                           const std::uint8_t* row_b, int origin, std::uint8_t* dst_a,
-                                                           std::uint8_t* dst_b) {
+                                                          const std::uint8_t* row_b, int origin, std::uint8_t* dst_a,
+                                                          std::uint8_t* dst_b) {
   if (!x.has_windows()) {
     horizontal_sse41(x, row_a, origin, dst_a);
     horizontal_sse41(x, row_b, origin, dst_b);
@@ -297,8 +298,8 @@ __attribute__((target("avx2"))) void horizontal_avx2_rows(const ResampleAxis& x,
 }
 
 __attribute__((target("avx2"))) void horizontal_avx2_rows_rgb(const ResampleAxis& x, const std::uint8_t* row_a,
-                                                               const std::uint8_t* row_b, int origin, bool flip,
-                                                               std::uint8_t* dst_a, std::uint8_t* dst_b) {
+                                                              const std::uint8_t* row_b, int origin, bool flip,
+                                                              std::uint8_t* dst_a, std::uint8_t* dst_b) {
   horizontal_rows_any(x, row_a, row_b, origin, RgbRows(dst_a, dst_b, x.out_count(), flip));
 }
 
@@ -307,8 +308,9 @@ namespace {
 // 32 bytes of output row j of the vertical pass, from the bytes at px of
 // the first row its taps read: two source rows a step, interleaving their
 // bytes makes the 16-bit pairs (row t, row t+1) of each byte.
-__attribute__((target("avx2"), always_inline)) inline __m256i vertical_block(const std::uint8_t* px, std::size_t row_bytes,
-                                                             const std::int32_t* pairs, int taps) {
+__attribute__((target("avx2"), always_inline)) inline __m256i vertical_block(const std::uint8_t* px,
+                                                                             std::size_t row_bytes,
+                                                                             const std::int32_t* pairs, int taps) {
   const __m256i zero = _mm256_setzero_si256();
   __m256i hi[4] = {zero, zero, zero, zero}, lo[4] = {zero, zero, zero, zero};
   for (int t = 0; t < taps; t += 2, px += 2 * row_bytes) {
@@ -333,7 +335,7 @@ __attribute__((target("avx2"), always_inline)) inline __m256i vertical_block(con
 }  // namespace
 
 __attribute__((target("avx2"))) void vertical_avx2(const std::uint8_t* top, std::size_t row_bytes,
-                                                    const ResampleAxis& y, int j, int pixels, std::uint8_t* dst) {
+                                                   const ResampleAxis& y, int j, int pixels, std::uint8_t* dst) {
   const std::int32_t* pairs = y.tap_pairs(j);
   const int taps = y.taps(j);
   int i = 0;
@@ -349,8 +351,8 @@ __attribute__((target("avx2"))) void vertical_avx2(const std::uint8_t* top, std:
 }
 
 __attribute__((target("avx2"))) void vertical_avx2_bytes(const std::uint8_t* top, std::size_t row_bytes,
-                                                          const ResampleAxis& y, int j, std::size_t bytes,
-                                                          std::uint8_t* dst) {
+                                                         const ResampleAxis& y, int j, std::size_t bytes,
+                                                         std::uint8_t* dst) {
   const std::int32_t* pairs = y.tap_pairs(j);
   const int taps = y.taps(j);
   for (std::size_t at = 0;; at += 32) {

@@ -18,8 +18,8 @@ namespace {
 constexpr int kWeightOne = 1 << 11;
 constexpr int kAcrossShift = 4;
 
-void resample_across_portable(const std::uint8_t* src, int width, const auto* columns, int count,
-                              std::int16_t* dst, int from) {
+void resample_across_portable(const std::uint8_t* src, int width, const auto* columns, int count, std::int16_t* dst,
+                              int from) {
   for (int d = from; d < count; ++d) {
     const int left = columns[d].offset;
     const int right = std::min(left + 1, width - 1);
@@ -129,7 +129,8 @@ void RgbxResizer::run(const std::uint8_t* rgbx, int width, int height, std::size
   auto resample = [&](int row, std::vector<std::int16_t>& dst) {
     const std::uint8_t* src = rgbx + static_cast<std::size_t>(row) * stride;
 #ifdef TENSORCOM_HAVE_X86_SIMD_PATH
-    if (vector_across) return resample_across_ssse3(src, width, columns_.data(), column_pairs_.data(), out_width, dst.data());
+    if (vector_across)
+      return resample_across_ssse3(src, width, columns_.data(), column_pairs_.data(), out_width, dst.data());
 #endif
     resample_across_portable(src, width, columns_.data(), out_width, dst.data(), 0);
   };

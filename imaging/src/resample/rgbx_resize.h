@@ -19,8 +19,8 @@ class RgbxResizer {
   // out_width x out_height, each row mirrored if flip, and writes RGB rows
   // 3 * out_width bytes apart to out. Uses SSSE3 where the CPU has it.
   // Requires: every dimension >= 1.
-  void resize_to_rgb(const std::uint8_t* rgbx, int width, int height, std::size_t stride, int out_width,
-                     int out_height, bool flip, std::uint8_t* out);
+  void resize_to_rgb(const std::uint8_t* rgbx, int width, int height, std::size_t stride, int out_width, int out_height,
+                     bool flip, std::uint8_t* out);
 
   // The same with the portable loops only, for tests and CPUs without SSSE3.
   void resize_to_rgb_portable(const std::uint8_t* rgbx, int width, int height, std::size_t stride, int out_width,

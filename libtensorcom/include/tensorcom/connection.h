@@ -68,9 +68,9 @@ struct ConnectionOptions {
   // send() wait for it instead of missing the batch (ZMQ_XPUB_NODROP):
   // every subscriber gets every batch, at the slowest one's pace.
   bool publish_no_drop = false;
-  DecodeLimits limits;                    // bounds on what a received header may declare
-  std::size_t stats_horizon = 1000;       // batches the recent rates cover
-  bool expand_braces = true;              // false: each URL is taken literally (the reference's noexpand)
+  DecodeLimits limits;               // bounds on what a received header may declare
+  std::size_t stats_horizon = 1000;  // batches the recent rates cover
+  bool expand_braces = true;         // false: each URL is taken literally (the reference's noexpand)
   // Keep large receive buffers mapped between messages: without it every
   // batch is freshly mapped and faulted in. Process-wide, see Connection's
   // constructor. What is kept is given back to the system when the

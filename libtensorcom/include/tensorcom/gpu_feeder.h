@@ -58,9 +58,9 @@ using GpuEvent = void*;
 // 1 <= C <= 4, to floats (x / 255 - mean[c]) / std[c] (channel_affine in
 // image_format.h), in one kernel.
 struct ImageConversion {
-  std::size_t tensor = 0;                        // which tensor of the batch holds the images
-  DeviceDType dtype = DeviceDType::kFloat32;     // kFloat16, kBFloat16 or kFloat32
-  ImageLayout layout = ImageLayout::kBCHW;       // of the result: kBCHW (NCHW) or kBHWC (NHWC)
+  std::size_t tensor = 0;                           // which tensor of the batch holds the images
+  DeviceDType dtype = DeviceDType::kFloat32;        // kFloat16, kBFloat16 or kFloat32
+  ImageLayout layout = ImageLayout::kBCHW;          // of the result: kBCHW (NCHW) or kBHWC (NHWC)
   std::vector<float> mean{0.485f, 0.456f, 0.406f};  // per channel (ImageNet's), or one value for all
   std::vector<float> std{0.229f, 0.224f, 0.225f};   // likewise; every value non-zero
 };
@@ -140,20 +140,20 @@ class BatchSource {
 [[nodiscard]] std::unique_ptr<BatchSource> connection_source(Connection connection);
 
 struct GpuFeederOptions {
-  std::vector<int> devices{0};           // CUDA ordinals fed, one lane each (an ordinal may repeat)
-  std::size_t prefetch = 2;              // batches a lane copies ahead: prefetch + 1 device buffers a lane
-  std::size_t pinned_buffers = 2;        // pinned staging buffers a lane (at least 1)
-  std::size_t chunk_bytes = 8 << 20;     // host copies and device copies overlap in chunks of this size
+  std::vector<int> devices{0};             // CUDA ordinals fed, one lane each (an ordinal may repeat)
+  std::size_t prefetch = 2;                // batches a lane copies ahead: prefetch + 1 device buffers a lane
+  std::size_t pinned_buffers = 2;          // pinned staging buffers a lane (at least 1)
+  std::size_t chunk_bytes = 8 << 20;       // host copies and device copies overlap in chunks of this size
   std::optional<ImageConversion> convert;  // convert one tensor of each batch on the GPU (none: raw tensors)
 };
 
 // What a feeder has done so far, summed over its lanes.
 struct GpuFeederStats {
-  std::uint64_t batches = 0;       // batches queued to the GPUs
-  std::uint64_t bytes = 0;         // host bytes copied to the GPUs
-  double receive_seconds = 0;      // feeder threads waiting on their sources
-  double staging_seconds = 0;      // feeder threads copying into pinned memory
-  double pool_wait_seconds = 0;    // feeder threads waiting for a free buffer (the trainer is slower)
+  std::uint64_t batches = 0;     // batches queued to the GPUs
+  std::uint64_t bytes = 0;       // host bytes copied to the GPUs
+  double receive_seconds = 0;    // feeder threads waiting on their sources
+  double staging_seconds = 0;    // feeder threads copying into pinned memory
+  double pool_wait_seconds = 0;  // feeder threads waiting for a free buffer (the trainer is slower)
 };
 
 class GpuFeeder {

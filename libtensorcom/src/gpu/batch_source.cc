@@ -18,7 +18,8 @@ class ConnectionSource final : public BatchSource {
     const auto& options = connection_.options();
     if (options.timeout) {
       // Wait no further than the silence limit, so that it is noticed on time.
-      auto left = std::chrono::duration_cast<Milliseconds>(last_batch_ + *options.timeout - std::chrono::steady_clock::now());
+      auto left =
+          std::chrono::duration_cast<Milliseconds>(last_batch_ + *options.timeout - std::chrono::steady_clock::now());
       wait = std::max(Milliseconds(0), std::min(wait, left));
     }
     auto batch = connection_.recv(wait);
@@ -33,9 +34,7 @@ class ConnectionSource final : public BatchSource {
     return batch;
   }
 
-  bool ended() const override {
-    return connection_.options().total >= 0 && received_ >= connection_.options().total;
-  }
+  bool ended() const override { return connection_.options().total >= 0 && received_ >= connection_.options().total; }
 
  private:
   Connection connection_;
@@ -73,10 +72,12 @@ GpuFeeder GpuFeeder::from_urls(std::span<const std::string> urls, ConnectionOpti
   std::vector<std::string> expanded = brace_expand_all(urls);
   if (expanded.size() == options.devices.size() && expanded.size() > 1) {
     std::vector<Connection> connections;
-    for (const std::string& url : expanded) connections.emplace_back(std::span<const std::string>(&url, 1), connection_options);
+    for (const std::string& url : expanded)
+      connections.emplace_back(std::span<const std::string>(&url, 1), connection_options);
     return GpuFeeder(std::move(connections), std::move(options));
   }
-  return GpuFeeder(Connection(std::span<const std::string>(expanded), std::move(connection_options)), std::move(options));
+  return GpuFeeder(Connection(std::span<const std::string>(expanded), std::move(connection_options)),
+                   std::move(options));
 }
 
 }  // namespace tensorcom

@@ -17,11 +17,17 @@ namespace {
 template <class T>
 __device__ __forceinline__ T from_float(float x);
 template <>
-__device__ __forceinline__ float from_float<float>(float x) { return x; }
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half_rn(x);
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 
 template <class T, int C, bool Planar>
 __global__ void convert_kernel(const std::uint8_t* __restrict__ in, T* __restrict__ out, std::int64_t pixels,
@@ -52,11 +58,11 @@ cudaError_t launch_typed(const std::uint8_t* in, void* out, const ImageGeometry&
   // Enough blocks to fill any current GPU; the grid-stride loop does the rest.
   const std::int64_t blocks = std::min<std::int64_t>((pixels + kThreads - 1) / kThreads, 65535);
   if (planar) {
-    convert_kernel<T, C, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(in, static_cast<T*>(out), pixels,
-                                                                                        plane, affine);
+    convert_kernel<T, C, true>
+        <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(in, static_cast<T*>(out), pixels, plane, affine);
   } else {
-    convert_kernel<T, C, false><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(in, static_cast<T*>(out),
-                                                                                         pixels, plane, affine);
+    convert_kernel<T, C, false>
+        <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(in, static_cast<T*>(out), pixels, plane, affine);
   }
   return cudaGetLastError();
 }

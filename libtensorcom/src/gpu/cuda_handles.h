@@ -87,7 +87,8 @@ using Event = FlaggedHandle<cudaEvent_t, cudaEventCreateWithFlags, cudaEventDest
 // Page-locked host memory (cudaHostAlloc, portable to every device).
 inline void* allocate_pinned(std::size_t size) {
   void* p = nullptr;
-  check_cuda(cudaHostAlloc(&p, size, cudaHostAllocPortable), "cudaHostAlloc of " + std::to_string(size) + " pinned bytes");
+  check_cuda(cudaHostAlloc(&p, size, cudaHostAllocPortable),
+             "cudaHostAlloc of " + std::to_string(size) + " pinned bytes");
   return p;
 }
 

@@ -55,8 +55,8 @@ ConvertedType converted_type(DeviceDType dtype) {
 // A conversion checked against the images it converts, ready to launch:
 // what convert_images() and the feeder's batches both need.
 struct ConversionPlan {
-  Shape converted;        // the result's shape
-  std::size_t bytes = 0;  // the result's size
+  Shape converted;         // the result's shape
+  std::size_t bytes = 0;   // the result's size
   ImageGeometry geometry;  // of the uint8 (B, H, W, C) input
   ConvertedType type = ConvertedType::kFloat32;
   bool planar = true;  // BCHW, else BHWC
@@ -92,10 +92,10 @@ void launch_conversion(const ConversionPlan& plan, const void* in, void* out, cu
 
 // One device buffer of a lane's pool, and the events that order its reuse.
 struct Slot {
-  DeviceBuffer raw;              // the batch's tensors, each at a 256-byte-aligned offset
-  DeviceBuffer converted;        // the converted images, when converting
-  Event ready;                   // recorded once the copy (and conversion) is done
-  std::vector<Event> released;   // recorded on the streams that read the last batch, at its release
+  DeviceBuffer raw;                  // the batch's tensors, each at a 256-byte-aligned offset
+  DeviceBuffer converted;            // the converted images, when converting
+  Event ready;                       // recorded once the copy (and conversion) is done
+  std::vector<Event> released;       // recorded on the streams that read the last batch, at its release
   std::size_t pending_released = 0;  // how many of `released` the next copy must wait for
 };
 
@@ -231,8 +231,8 @@ void convert_images(const DeviceTensor& images, const DeviceTensor& out, const I
   if (out.dtype() != conversion.dtype || out.shape() != plan.converted || out.device() != images.device()) {
     throw ArgumentError("convert_images: output is " + std::string(dtype_name(out.dtype())) + " " +
                         format_shape(out.shape()) + " on device " + std::to_string(out.device()) + ", expected " +
-                        std::string(dtype_name(conversion.dtype)) + " " + format_shape(plan.converted) +
-                        " on device " + std::to_string(images.device()));
+                        std::string(dtype_name(conversion.dtype)) + " " + format_shape(plan.converted) + " on device " +
+                        std::to_string(images.device()));
   }
   DeviceScope scope(images.device());
   detail::launch_conversion(plan, images.data(), out.data(), static_cast<cudaStream_t>(stream));
@@ -442,9 +442,9 @@ class GpuFeeder::Impl {
                           std::to_string(batch.size()) + " tensors, no tensor " + std::to_string(conversion.tensor));
     }
     const Tensor& images = batch[conversion.tensor];
-    plan.conversion = detail::plan_conversion(conversion, device_dtype(images.dtype()), images.shape(),
-                                              "tensor " + std::to_string(conversion.tensor) + " of batch " +
-                                                  std::to_string(sequence));
+    plan.conversion = detail::plan_conversion(
+        conversion, device_dtype(images.dtype()), images.shape(),
+        "tensor " + std::to_string(conversion.tensor) + " of batch " + std::to_string(sequence));
     return plan;
   }
 

@@ -23,8 +23,8 @@ struct FolderImage {
 };
 
 struct ImageFolder {
-  std::vector<std::string> classes;  // sorted; label i is classes[i]
-  std::vector<FolderImage> images;   // by class, then as listed above
+  std::vector<std::string> classes;        // sorted; label i is classes[i]
+  std::vector<FolderImage> images;         // by class, then as listed above
   std::vector<std::string> empty_classes;  // classes without an image (torchvision refuses such trees)
 };
 

@@ -20,11 +20,11 @@
 namespace tensorcom::formats {
 
 struct ShardMember {
-  std::string name;         // the path in the tar
-  std::string extension;    // lowercased: everything after the first dot of the base name
-  ByteBuffer data;          // the member's bytes; empty when oversized
-  std::uint64_t size = 0;   // as the tar header declares it
-  bool oversized = false;   // larger than max_member_bytes: passed over unread
+  std::string name;        // the path in the tar
+  std::string extension;   // lowercased: everything after the first dot of the base name
+  ByteBuffer data;         // the member's bytes; empty when oversized
+  std::uint64_t size = 0;  // as the tar header declares it
+  bool oversized = false;  // larger than max_member_bytes: passed over unread
 };
 
 struct ShardSample {
@@ -34,7 +34,7 @@ struct ShardSample {
 
 struct ShardReaderOptions {
   std::uint64_t max_member_bytes = std::uint64_t{256} << 20;  // larger members are listed oversized, unread
-  int pipe_attempts = 3;  // tries of a failing pipe: command
+  int pipe_attempts = 3;                                      // tries of a failing pipe: command
   // Which members of a sample to read, given the sample so far and the
   // member's extension; the others are passed over unread (and not listed).
   // Empty: every member.

@@ -40,11 +40,11 @@ enum class Resample {
 [[nodiscard]] std::optional<Resample> parse_resample(std::string_view name) noexcept;
 
 struct AugmentOptions {
-  bool validation = false;        // Resize + CenterCrop instead of RandomResizedCrop + flip
-  ResizeSpec resize;              // validation's Resize; unset: the shorter side to round(side * 256 / 224)
+  bool validation = false;  // Resize + CenterCrop instead of RandomResizedCrop + flip
+  ResizeSpec resize;        // validation's Resize; unset: the shorter side to round(side * 256 / 224)
   Resample resample = Resample::kBilinear;
-  RandomResizedCropOptions crop;  // training crop
-  double flip_probability = 0.5;  // horizontal flip (training only)
+  RandomResizedCropOptions crop;                      // training crop
+  double flip_probability = 0.5;                      // horizontal flip (training only)
   std::uint64_t max_pixels = std::uint64_t{1} << 28;  // larger images are refused (kTooManyPixels)
 };
 

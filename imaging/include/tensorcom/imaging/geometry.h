@@ -34,8 +34,8 @@ struct RandomResizedCropOptions {
 
 // torchvision.transforms.Resize's `size`.
 struct ResizeSpec {
-  int shorter = 0;   // Resize(int): the shorter side becomes this, the longer keeps the aspect ratio
-  int width = 0;     // Resize((h, w)), when shorter is 0: exactly width x height
+  int shorter = 0;  // Resize(int): the shorter side becomes this, the longer keeps the aspect ratio
+  int width = 0;    // Resize((h, w)), when shorter is 0: exactly width x height
   int height = 0;
   int max_size = 0;  // with shorter: the longer side at most this (0: no bound)
 };
