@@ -23,13 +23,21 @@ The GIL is released while the C++ works, so threads scale too.
 
 Randomness: each transform draws its crops and flips from a Generator, one
 (seed, sequence) pair per image, as the augmentation servers do. Without a
-seed, a transform seeds itself from torch's per-process seed when torch is
-loaded (DataLoader gives every worker its own, and torch.manual_seed makes
-runs repeatable) or from the OS, and again after a fork; with a seed, runs
-are repeatable, each DataLoader worker drawing its own stream.
+seed it follows torch's seed when torch is loaded, as torchvision's
+transforms do: torch.manual_seed(s) restarts it, and every DataLoader worker
+of every epoch draws its own stream (DataLoader seeds them from the main
+process' generator), so a seeded run repeats and its epochs differ. A
+Generator(seed) fixes the stream of a process without torch; inside
+DataLoader workers it is mixed with the worker's seed in the same way.
+
+torchvision's own RandomResizedCrop, RandomHorizontalFlip, Resize,
+CenterCrop and PILToTensor may be given to Compose (or a whole torchvision
+Compose to from_torchvision): they are replaced by these, with their
+arguments.
 """
 
 import os
+import sys
 import threading
 
 import numpy as np
@@ -38,9 +46,14 @@ from . import _tensorcom as _tc
 from ._tensorcom import ArgumentError, ImageError  # noqa: F401
 
 __all__ = [
-    "decode", "image_size", "image_format", "read_bytes", "Generator", "Compose", "RandomResizedCrop",
-    "RandomHorizontalFlip", "Resize", "CenterCrop", "PILToTensor", "ImageError", "MAX_PIXELS",
+    "decode", "image_size", "image_format", "read_bytes", "is_image_file", "IMG_EXTENSIONS", "Generator", "Compose",
+    "from_torchvision", "RandomResizedCrop", "RandomHorizontalFlip", "Resize", "CenterCrop", "PILToTensor",
+    "ImageError", "MAX_PIXELS",
 ]
+
+# The files these transforms decode (torchvision's ImageFolder also lists
+# .tif and .gif, which they do not): ImageFolder(..., is_valid_file=is_image_file).
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".pgm", ".pbm", ".pnm", ".bmp", ".webp")
 
 # Larger images are refused with ImageError (problem "too many pixels"):
 # a small file can declare gigabytes of pixels.
@@ -101,60 +114,78 @@ def read_bytes(path):
         return f.read()
 
 
+def is_image_file(path):
+    """Whether ImageFolder should list path: its extension is one of IMG_EXTENSIONS."""
+    return str(path).lower().endswith(IMG_EXTENSIONS)
+
+
 class Generator:
-    """Where a transform's crops and flips come from: image n of a process
+    """Where a transform's crops and flips come from: image n of a stream
     draws from the generator seeded by (seed, n), as the servers' sample n.
 
-    seed=None: torch's per-process seed when torch is loaded (DataLoader
-    workers each have their own), else a random one; re-drawn after a fork.
-    seed=int: repeatable; inside a DataLoader worker, mixed with the worker's
-    id so that workers do not repeat each other's crops."""
+    seed=None: when torch is loaded, each image's seed is drawn from torch's
+    generator, as torchvision's transforms draw their parameters (so
+    torch.manual_seed repeats them, and DataLoader gives each worker of each
+    epoch its own); else a random stream, re-drawn after a fork.
+    seed=int: that stream; inside a DataLoader worker, mixed with the
+    worker's torch seed, so that workers and epochs differ and a run seeded
+    with torch.manual_seed repeats."""
 
     def __init__(self, seed=None):
-        if seed is not None and not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2**64):
-            raise ValueError(f"seed must be an int in [0, 2**64), not {seed!r}")
-        self._requested = None if seed is None else int(seed)
+        self._requested = _checked_seed(seed)
         self._lock = threading.Lock()
-        self._pid = None
+        self._key = None  # what the stream was started from
         self._seed = 0
         self._sequence = 0
 
-    def _start(self):
-        seed = self._requested
-        worker = _worker_id()
-        if seed is None:
-            seed = _torch_seed()
-            if seed is None:
-                seed = int.from_bytes(os.urandom(8), "little")
-        elif worker is not None:
-            seed = (seed * 0x9E3779B97F4A7C15 + worker + 1) % 2**64
-        self._seed, self._sequence, self._pid = seed, 0, os.getpid()
-
     def manual_seed(self, seed):
         """Restarts the stream from seed (as torch.Generator.manual_seed)."""
-        if not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2**64):
-            raise ValueError(f"seed must be an int in [0, 2**64), not {seed!r}")
+        seed = _checked_seed(seed)
         with self._lock:
-            self._requested, self._pid = int(seed), None
+            self._requested, self._key = seed, None
         return self
+
+    def _stream_key(self):
+        # The stream restarts whenever this changes: after a fork, and in a
+        # DataLoader worker when its torch seed does (a new epoch's workers).
+        return os.getpid(), _torch_seed() if _worker_id() is not None else None
 
     def draw(self):
         """The next image's (seed, sequence)."""
+        if self._requested is None:
+            torch = sys.modules.get("torch")
+            if torch is not None:
+                return int(torch.randint(-2**63, 2**63 - 1, (), dtype=torch.int64)) % 2**64, 0
         with self._lock:
-            if self._pid != os.getpid():
-                self._start()
+            key = self._stream_key()
+            if key != self._key:
+                self._key, self._sequence = key, 0
+                self._seed = self._start_seed(key[1])
             pair = (self._seed, self._sequence)
             self._sequence += 1
             return pair
 
+    def _start_seed(self, torch_seed):
+        if self._requested is None:
+            return int.from_bytes(os.urandom(8), "little")
+        if torch_seed is None:
+            return self._requested
+        return (self._requested * 0x9E3779B97F4A7C15 + torch_seed + 1) % 2**64
+
+
+def _checked_seed(seed):
+    if seed is not None and not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2**64):
+        raise ValueError(f"seed must be an int in [0, 2**64), not {seed!r}")
+    return None if seed is None else int(seed)
+
 
 def _torch_seed():
-    torch = __import__("sys").modules.get("torch")
+    torch = sys.modules.get("torch")
     return None if torch is None else int(torch.initial_seed()) % 2**64
 
 
 def _worker_id():
-    torch = __import__("sys").modules.get("torch")
+    torch = sys.modules.get("torch")
     if torch is None:
         return None
     info = torch.utils.data.get_worker_info()
@@ -246,8 +277,10 @@ class RandomResizedCrop:
 
 class RandomHorizontalFlip:
     """torchvision.transforms.RandomHorizontalFlip: after a RandomResizedCrop
-    in a Compose, fused into its call; alone, flips a decoded HWC array (or
-    a torch CHW tensor), or decodes encoded bytes first."""
+    in a Compose, fused into its call (the flip then drawn from the crop's
+    generator, after the crop, as the servers draw it); alone, flips a
+    decoded HWC array (or a torch CHW tensor), or decodes encoded bytes
+    first."""
 
     def __init__(self, p=0.5, generator=None):
         p = float(p)
@@ -389,7 +422,7 @@ class Compose:
     ToTensor, Normalize, ...) run after, in order."""
 
     def __init__(self, transforms):
-        self.transforms = list(transforms)
+        self.transforms = [_from_torchvision_one(t) for t in transforms]
         self._steps = _fuse(self.transforms)
 
     def __call__(self, data):
@@ -400,6 +433,32 @@ class Compose:
     def __repr__(self):
         inner = "".join(f"\n    {t!r}," for t in self.transforms)
         return f"{type(self).__name__}([{inner}\n])"
+
+
+def from_torchvision(transform):
+    """The same transform on encoded bytes: a torchvision Compose (or one
+    transform) whose RandomResizedCrop, RandomHorizontalFlip, Resize,
+    CenterCrop and PILToTensor become these, the rest kept as they are."""
+    inner = getattr(transform, "transforms", None)
+    return Compose(inner if isinstance(inner, (list, tuple)) else [transform])
+
+
+def _from_torchvision_one(t):
+    module = type(t).__module__ or ""
+    if not module.startswith("torchvision.transforms"):
+        return t
+    name = type(t).__name__
+    if name == "RandomResizedCrop":
+        return RandomResizedCrop(tuple(t.size), t.scale, t.ratio, t.interpolation)
+    if name == "RandomHorizontalFlip":
+        return RandomHorizontalFlip(t.p)
+    if name == "Resize":
+        return Resize(t.size, t.interpolation, t.max_size)
+    if name == "CenterCrop":
+        return CenterCrop(tuple(t.size))
+    if name == "PILToTensor":
+        return PILToTensor()
+    return t
 
 
 def _fuse(transforms):

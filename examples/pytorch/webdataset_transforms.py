@@ -26,7 +26,9 @@ the bytes, and decodes only the pixels its output needs):
 
 Batches are uint8 (N, 3, 224, 224) (the transforms end in PILToTensor),
 converted to float and normalised after collation, on the GPU when there is
-one, else on the CPU.
+one, else on the CPU. Each epoch prints its images/s, counted from the
+first batch on (the workers' start-up is reported apart), and the share of
+that time the loop waited for the DataLoader.
 
     PYTHONPATH=build/bindings examples/pytorch/webdataset_transforms.py 'DIR/shard-{000000..000003}.tar' \\
         [--val] [--workers 4] [--batch-size 256] [--epochs 1] [--limit 50] [--shuffle 1000] [--torchvision]
@@ -112,8 +114,9 @@ def image_and_label(sample):
     """(image bytes, int label): to_tuple("jpg;png;...", "cls")."""
     image = next((sample[e] for e in IMAGE_EXTENSIONS if e in sample), None)
     if image is None or "cls" not in sample:
+        members = sorted(e for e in sample if not e.startswith("__"))
         raise ValueError(f"{sample['__url__']}: sample {sample['__key__']} has no "
-                         f"{'image' if image is None else '.cls'} member (it has {sorted(e for e in sample if not e.startswith('__'))})")
+                         f"{'image' if image is None else '.cls'} member (it has {members})")
     return image, int(sample["cls"])  # int() reads the ASCII digits of the bytes
 
 
@@ -235,19 +238,23 @@ def main():
           f"{args.workers} workers, batches of {args.batch_size}, normalised on {device}")
     for epoch in range(args.epochs):
         dataset.set_epoch(epoch)
-        start = time.perf_counter()
+        start = ready = time.perf_counter()
         first = None
         images = batches = 0
+        waited = 0.0
         for batch, labels in loader:
+            now = time.perf_counter()
             batches += 1
             if first is None:
-                first = time.perf_counter()  # the workers' start-up ends here
+                first = now  # the workers' start-up ends here
             else:
                 images += len(batch)
+                waited += now - ready
             inputs = normalize(batch)  # float (N, 3, 224, 224): the model's input
             labels = labels.to(device, non_blocking=True)
             if args.limit and batches >= args.limit:
                 break
+            ready = time.perf_counter()
         if device.type == "cuda":
             torch.cuda.synchronize()
         end = time.perf_counter()
@@ -256,6 +263,7 @@ def main():
             continue
         rate = images / (end - first) if images else float("nan")
         print(f"epoch {epoch}: {batches} batches, first after {first - start:.2f} s, then {rate:.1f} images/s, "
+              f"{waited / (end - first) if end > first else 0:.0%} of the time waiting for data, "
               f"last batch {tuple(inputs.shape)} {inputs.dtype}")
 
 

@@ -294,12 +294,14 @@ def main():
               f"(goal >= {TARGET:g}x: {'met' if ratio >= TARGET else 'missed'})")
     if 1 in counts:
         for workers in (w for w in counts if w > 1):
-            print(f"1 -> {workers} workers: torchvision {rates['torchvision', workers] / rates['torchvision', 1]:.2f}x, "
-                  f"tensorcom {rates['tensorcom', workers] / rates['tensorcom', 1]:.2f}x")
+            speedup = {name: rates[name, workers] / rates[name, 1] for name in ("torchvision", "tensorcom")}
+            print(f"1 -> {workers} workers: torchvision {speedup['torchvision']:.2f}x, "
+                  f"tensorcom {speedup['tensorcom']:.2f}x")
 
     print(f"in this process, one core (core {core}), {len(jpegs)} images, best of {args.passes} per chunk of {CHUNK}:")
     print(f"(a) torchvision's transform, as (1)       {us['(a)']:8.1f} us/image")
-    print(f"(b) tensorcom.imaging's transform, as (2) {us['(b)']:8.1f} us/image   (a) / (b) = {us['(a)'] / us['(b)']:.2f}")
+    print(f"(b) tensorcom.imaging's transform, as (2) {us['(b)']:8.1f} us/image   "
+          f"(a) / (b) = {us['(a)'] / us['(b)']:.2f}")
     print(f"(c) tensorcom RandomResizedCrop+flip, HWC {us['(c)']:8.1f} us/image   (training)")
     if "(d)" in us:
         overhead = us["(c)"] - us["(d)"]

@@ -202,6 +202,46 @@ class TestRandomness:
         assert not torch.equal(first[0], first[4])  # worker 0's first image, worker 1's first image
 
 
+class TestTorchSeeds:
+    def test_torch_manual_seed_restarts_the_default_stream(self, jpeg):
+        t = imaging.RandomResizedCrop(40)
+        torch.manual_seed(5)
+        first = [t(jpeg) for _ in range(3)]
+        torch.manual_seed(5)
+        again = [t(jpeg) for _ in range(3)]
+        assert all(np.array_equal(a, b) for a, b in zip(first, again))
+
+    def test_a_seeded_transform_differs_between_epochs_of_fresh_workers(self, jpeg):
+        class Same(torch.utils.data.Dataset):
+            def __len__(self):
+                return 4
+
+            def __getitem__(self, i):
+                return transform(jpeg)
+
+        transform = imaging.Compose([imaging.RandomResizedCrop(24, generator=imaging.Generator(9)),
+                                     imaging.PILToTensor()])
+        torch.manual_seed(1)
+        loader = torch.utils.data.DataLoader(Same(), batch_size=4, num_workers=1)
+        epoch1, epoch2 = torch.cat(list(loader)), torch.cat(list(loader))
+        assert not torch.equal(epoch1, epoch2)
+        torch.manual_seed(1)
+        assert torch.equal(torch.cat(list(loader)), epoch1)
+
+
+def test_torchvision_transforms_are_taken_over(jpeg):
+    theirs = T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor()])
+    ours = imaging.from_torchvision(theirs)
+    assert isinstance(ours.transforms[0], imaging.Resize) and isinstance(ours.transforms[2], imaging.PILToTensor)
+    assert torch.equal(ours(jpeg), theirs(pil(jpeg)))
+    mixed = imaging.Compose([T.RandomResizedCrop(64, scale=(0.5, 1.0)), T.RandomHorizontalFlip(), T.PILToTensor(),
+                             T.ConvertImageDtype(torch.float)])
+    assert isinstance(mixed.transforms[0], imaging.RandomResizedCrop)
+    assert mixed.transforms[0].scale == (0.5, 1.0)
+    out = mixed(jpeg)  # ConvertImageDtype, not one of these, runs as it is
+    assert out.dtype == torch.float32 and tuple(out.shape) == (3, 64, 64)
+
+
 class TestErrors:
     def test_problems_are_named(self, jpeg):
         t = imaging.RandomResizedCrop(32)

@@ -1,4 +1,4 @@
-"""Helpers for test_image_servers.py: images and webdataset shards made with
+"""Helpers for the image servers' tests (test_image_servers_*.py): images and webdataset shards made with
 cv2 and tarfile, and a runner that starts an image server, receives every
 batch it sends on a Python PULL socket, and parses its summary line.
 

@@ -1,0 +1,155 @@
+"""Bad input and options: refused URLs and counts, unreadable or truncated shards and images, pixel and byte limits, every skip counted by reason.
+
+Run: TENSORCOM_BUILD_DIR=build pytest-3 -q -p no:cacheprovider tests/servers/
+"""
+import collections
+import gzip
+import io
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from contextlib import contextmanager
+
+import cv2
+import numpy as np
+import pytest
+import zmq
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import server_helpers as h  # noqa: E402
+from image_server_data import run  # noqa: E402
+
+
+@pytest.mark.parametrize("url", ["zbogus+ipc:///tmp/tcs-nothing", "zpush+tcp://127.0.0.1:notaport"])
+def test_bad_url_exits_1_naming_it(clean_data, url):
+    paths, _ = clean_data
+    rc, out, err = h.run_plain(["-u", paths[0], "--epochs", "1", url])
+    assert rc == 1, (rc, out, err)
+    assert url in err, err
+
+
+def test_missing_shards_option_exits_2():
+    rc, out, err = h.run_plain(["--epochs", "1", "zpush+ipc:///tmp/tcs-nothing"])
+    assert rc == 2, (rc, out, err)
+    assert "shards" in err or "-u" in err, err
+
+
+@pytest.mark.parametrize("option,value", [("--subscribers", "-1"), ("--subscribers", "100001"),
+                                          ("--epoch-batches", "-5"), ("--epoch-batches", str(2 ** 63))])
+def test_out_of_range_counts_are_refused(clean_data, option, value):
+    """Negative counts read as huge unsigned ones: refused, not waited for."""
+    paths, _ = clean_data
+    rc, out, err = h.run_plain(["-u", paths[0], "--epochs", "1", option, value, "zpub+ipc:///tmp/tcs-nothing"])
+    assert rc == 1, (rc, out, err)
+    assert option in err and "expected" in err, err
+
+
+@pytest.mark.parametrize("value", ["nearest", "", "BILINEAR", "bilinear\x1b[2J" + "x" * 5000])
+def test_unknown_interpolation_exits_1_naming_the_choices(clean_data, value):
+    paths, _ = clean_data
+    rc, out, err = h.run_plain(["-u", paths[0], "--epochs", "1", "--interpolation", value, "zpush+ipc:///tmp/tcs-nothing"])
+    assert rc == 1, (rc, out, err)
+    assert "--interpolation must be bilinear, bicubic or fast" in err, err
+    assert "\x1b" not in err  # escaped, as every outside text in a message
+
+
+def test_all_shards_missing_exits_1_saying_no_samples(root, rundir):
+    pattern = os.path.join(root, "nowhere-{0..2}.tar")
+    r = run(["-u", pattern, "--epochs", "1", "-b", "4", "--size", "32", "-r", "0"], rundir)
+    assert r.rc == 1, r
+    assert "no samples" in r.err, r.err
+    assert not r.batches
+
+
+def test_unreadable_shards_are_skipped_and_counted(clean_data, root, rundir):
+    paths, labels = clean_data
+    d = tempfile.mkdtemp(dir=root, prefix="un")
+    missing = os.path.join(d, "missing.tar")
+    empty = h.write_tar(os.path.join(d, "empty.tar"), [])
+    junk = os.path.join(d, "junk.tar")
+    with open(junk, "wb") as f:
+        f.write(np.random.default_rng(1).integers(0, 256, 5000, dtype=np.uint8).tobytes())
+    r = run(["-u", missing, "-u", paths[1], "-u", empty, "-u", junk, "--epochs", "1", "--meta", "-b", "8",
+             "--size", "16", "-r", "0"], rundir)
+    assert r.rc == 0, r
+    assert sorted(r.keys()) == sorted(k for k in labels if k.startswith("c1_"))
+    assert r.summary()[2:] == ({}, 2), r
+    assert missing in r.err and junk in r.err and empty not in r.err, r.err
+
+
+def test_dir_server_on_missing_dir_exits_1(root):
+    missing = os.path.join(root, "no-such-dir")
+    rc, out, err = h.run_plain(["-d", missing, "--epochs", "1", "zpush+ipc:///tmp/tcs-nothing"], exe=h.DIR_EXE)
+    assert rc == 1, (rc, out, err)
+    assert missing in err, err
+
+
+def test_max_pixels_skips_large_images(root, rundir):
+    rng = np.random.default_rng(3)
+    d = tempfile.mkdtemp(dir=root, prefix="px")
+    samples, small = [], set()
+    for i in range(8):
+        side = 64 if i % 2 else 128
+        ext = "png" if i % 4 < 2 else "jpg"
+        key = f"px{i}"
+        if side == 64:
+            small.add(key)
+        samples.append((key, {ext: h.encode(h.smooth_image(rng, side, side), ext), "cls": h.cls(1)}))
+    path = h.write_tar(os.path.join(d, "px.tar"), samples)
+    r = run(["-u", path, "--epochs", "1", "--meta", "-b", "4", "--size", "32", "--max-pixels", "10000", "-r", "0"],
+            rundir)
+    assert r.rc == 0, r
+    assert set(r.keys()) == small and len(r.keys()) == len(small)
+    assert r.summary()[2] == {"too many pixels": 4}
+
+
+def test_max_image_bytes_skips_large_files_unread(root, rundir):
+    rng = np.random.default_rng(4)
+    d = tempfile.mkdtemp(dir=root, prefix="mb")
+    samples, small = [], set()
+    folder = os.path.join(d, "train", "c")
+    os.makedirs(folder)
+    for i in range(6):
+        # Smooth pictures compress to a few kilobytes; noise stays about 120 kB.
+        pixels = h.smooth_image(rng, 64, 64) if i % 2 else rng.integers(0, 255, (200, 200, 3), dtype=np.uint8)
+        image = h.encode(pixels, "png")
+        samples.append((f"mb{i}", {"png": image, "cls": h.cls(1)}))
+        with open(os.path.join(folder, f"mb{i}.png"), "wb") as f:
+            f.write(image)
+        if len(image) <= 20000:
+            small.add(f"mb{i}")
+    assert 0 < len(small) < 6
+    path = h.write_tar(os.path.join(d, "mb.tar"), samples)
+    args = ["--epochs", "1", "--meta", "-b", "1", "--size", "32", "--max-image-bytes", "20000", "-r", "0"]
+    r = run(["-u", path] + args, rundir)
+    assert r.rc == 0, r
+    assert sorted(r.keys()) == sorted(small)
+    assert r.summary()[2] == {"too large": 6 - len(small)}
+    assert re.search(r"skipped sample 'mb0' of \S+: too large \(image of \d+ bytes; the limit is 20000\)", r.err), r.err
+    r = run(["-d", d] + args, rundir, exe=h.DIR_EXE)
+    assert r.rc == 0, r
+    assert sorted(os.path.basename(k)[:-4] for k in r.keys()) == sorted(small)
+    assert r.summary()[2] == {"too large": 6 - len(small)}
+
+
+def test_truncated_jpegs_are_never_served(root, rundir):
+    rng = np.random.default_rng(8)
+    d = tempfile.mkdtemp(dir=root, prefix="tr")
+    samples = []
+    for i in range(40):
+        whole = h.encode(h.smooth_image(rng, 160, 128), "jpg")
+        samples.append((f"t{i:03d}", {"jpg": whole[: len(whole) * 3 // 4], "cls": h.cls(1)}))
+    for i in range(4):
+        samples.append((f"good{i}", {"jpg": h.encode(h.smooth_image(rng, 160, 128), "jpg"), "cls": h.cls(1)}))
+    path = h.write_tar(os.path.join(d, "trunc.tar"), samples)
+    r = run(["-u", path, "--epochs", "1", "--meta", "-b", "8", "--size", "32", "--seed", "0", "-r", "0"], rundir)
+    assert r.rc == 0, r
+    assert sorted(r.keys()) == [f"good{i}" for i in range(4)]
+    assert r.summary()[2] == {"truncated": 40}

@@ -1,0 +1,175 @@
+"""Lifecycle: stop signals, receivers that leave, PUB subscribers that never read, and memory bounds over epochs and within a shard.
+
+Run: TENSORCOM_BUILD_DIR=build pytest-3 -q -p no:cacheprovider tests/servers/
+"""
+import collections
+import gzip
+import io
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from contextlib import contextmanager
+
+import cv2
+import numpy as np
+import pytest
+import zmq
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import server_helpers as h  # noqa: E402
+from image_server_data import run, forever_server, receive, _rss_bytes, _sanitized, pub_server, subscriber, write_zero_members_tgz, good_samples, peak_memory_mib  # noqa: E402
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_signal_stops_a_forever_server_with_a_summary(clean_data, rundir, signame):
+    paths, _ = clean_data
+    with forever_server(["-u", paths[0], "-b", "4", "--size", "16", "-r", "0"], rundir) as (proc, pull):
+        receive(pull, 12)  # more than one epoch: it goes on
+        proc.send_signal(getattr(signal, signame))
+        out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0, (out, err)
+        assert b": done: served " in out, out
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_signal_stops_a_server_reading_a_stalled_pipe_and_ends_the_command(clean_data, rundir, signame):
+    paths, _ = clean_data
+    marker = os.path.join(rundir, "started")
+    # One whole shard, then a command that stalls forever without closing its output.
+    # A sleep no other process runs: tests in other trees may be running this one.
+    nap = f"{300 + os.getpid() % 1000 / 1000:.3f}"
+    command = f"pipe:cat {paths[0]}; touch {marker}; exec sleep {nap}"
+    with forever_server(["-u", command, "-b", "4", "--size", "16", "-r", "0", "--shuffle", "0"],
+                        rundir) as (proc, pull):
+        receive(pull, 4)  # libarchive may wait for more output before it gives the last sample
+        deadline = time.monotonic() + 10
+        while not os.path.exists(marker):
+            assert time.monotonic() < deadline, "the command never stalled"
+            time.sleep(0.05)
+        start = time.monotonic()
+        proc.send_signal(getattr(signal, signame))
+        out, err = proc.communicate(timeout=20)
+        assert time.monotonic() - start < 3, (out, err)
+        assert proc.returncode == 0, (out, err)
+        assert b": done: served " in out, out
+        assert err.count(f"sleep {nap}".encode()) == 0, err  # not started again
+    # The stalled command is gone too.
+    time.sleep(0.2)
+    still = subprocess.run(["pgrep", "-f", f"touch {marker}; exec sleep {nap}"], capture_output=True, text=True)
+    leftover = subprocess.run(["pgrep", "-fx", f"sleep {nap}"], capture_output=True, text=True)
+    assert still.stdout.strip() == "" and leftover.stdout.strip() == "", (still.stdout, leftover.stdout)
+
+
+def test_a_server_whose_receivers_are_gone_stops_at_once(clean_data, rundir):
+    """A PUSH server whose only receiver went away has batches it cannot
+    deliver: a stop signal ends it at once, not after --linger (10 s by
+    default), which is for batches a connected receiver is still taking."""
+    paths, _ = clean_data
+    with forever_server(["-u", paths[0], "-b", "4", "--size", "16", "-r", "0", "-w", "2"], rundir) as (proc, pull):
+        receive(pull, 2)
+        pull.close(linger=0)
+        time.sleep(0.5)  # the server sees the receiver go, fills its queues, waits
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, (out, err)
+        assert b": done: served " in out, out
+        assert time.monotonic() - start < 5, "waited out the linger for a receiver that is gone"
+
+
+def test_memory_stays_flat_over_hundreds_of_epochs(clean_data, rundir):
+    """Bounded queues: a consumer slower than the server, 240 epochs; a leak
+    of even 1 KiB a sample, or a queue that grows, would show in the RSS."""
+    if _sanitized(h.SHARDS_EXE):
+        pytest.skip("sanitizer build: its allocator keeps freed memory on purpose")
+    paths, labels = clean_data
+    batch = 16
+    args = ["-u", "{" + ",".join(paths) + "}", "-b", str(batch), "-w", "2", "--size", "64", "--shuffle", "16",
+            "-r", "0"]
+    with forever_server(args, rundir, output=subprocess.DEVNULL) as (proc, pull):
+        receive(pull, 100, timeout_s=10)  # 40 epochs: every buffer and queue at its working size
+        warm = _rss_bytes(proc.pid)
+        samples = []
+        for _ in range(5):
+            receive(pull, 100, timeout_s=10, pause_s=0.001)
+            samples.append(_rss_bytes(proc.pid))
+    assert 600 * batch >= 200 * len(labels)
+    growth = max(samples) - warm
+    assert growth < 4 << 20, f"RSS {warm >> 20} MiB after warm-up, then {[s >> 20 for s in samples]} MiB"
+
+
+def test_subscribers_that_never_read_do_not_stall_the_others(clean_data):
+    """A PUB server keeps serving a healthy subscriber at full rate while two
+    others, connected at different times, never read: the batches queued for
+    them must not take the buffers the pipeline fills."""
+    paths, _ = clean_data
+    args = ["-u", "{" + ",".join(paths) + "}", "-b", "16", "--size", "128", "-r", "0", "--shuffle", "0"]
+    ctx = zmq.Context()
+    socks = []
+    try:
+        with pub_server(args) as (proc, address):
+            healthy = subscriber(ctx, address)
+            socks.append(healthy)
+            receive(healthy, 10, timeout_s=10)
+            for _ in range(2):
+                socks.append(subscriber(ctx, address, stuck=True))
+                receive(healthy, 40, timeout_s=10)  # fails when the server stalls for everyone
+            start = time.monotonic()
+            receive(healthy, 100, timeout_s=10)
+            assert proc.poll() is None
+            assert time.monotonic() - start < 60
+    finally:
+        for s in socks:
+            s.close(linger=0)
+        ctx.term()
+
+
+def test_memory_limit_bounds_buffered_samples_in_bytes(root, rundir):
+    """Sixteen 40 MB members (a 640 MB shard that packs into a few hundred KB)
+    must not all sit in the shuffle buffer: --memory-limit bounds it in bytes."""
+    if _sanitized(h.SHARDS_EXE):
+        pytest.skip("sanitizer build: its allocator keeps freed memory on purpose")
+    rng = np.random.default_rng(21)
+    d = tempfile.mkdtemp(dir=root, prefix="ml")
+    path = write_zero_members_tgz(os.path.join(d, "zeros.tar.gz"), 16, 40 << 20, good_samples(rng, 4, "g"))
+    assert os.path.getsize(path) < 4 << 20
+    args = ["-u", path, "--epochs", "1", "--meta", "-b", "1", "--size", "32", "-r", "0"]
+    r = run(args + ["--memory-limit", str(64 << 20)], rundir)
+    assert r.rc == 0, r
+    assert sorted(r.keys()) == [f"g{i}" for i in range(4)]
+    assert r.summary()[2] == {"missing label": 16}, r.summary()
+    # The reader's member, one in the queue, one in the shuffle buffer, one
+    # per worker: about five members, not sixteen.
+    assert peak_memory_mib(r) < 360, r.out
+
+
+def test_running_out_of_memory_in_one_shard_ends_only_that_shard(root, rundir):
+    """An allocation failure while reading a shard (a 300 MB member under a
+    tight address-space limit) abandons that shard with a message; the
+    other shard is served and the server exits normally."""
+    if _sanitized(h.SHARDS_EXE):
+        pytest.skip("sanitizer build: its shadow memory needs the address space")
+    import resource
+    rng = np.random.default_rng(22)
+    d = tempfile.mkdtemp(dir=root, prefix="oom")
+    huge = write_zero_members_tgz(os.path.join(d, "a-huge.tar.gz"), 1, 300 << 20)
+    good = h.write_tar(os.path.join(d, "b-good.tar"), good_samples(rng, 4, "g"))
+    limit = 900 << 20
+
+    def cap_address_space():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    args = ["-u", "{" + huge + "," + good + "}", "--epochs", "1", "--meta", "-b", "1", "--size", "32", "-r", "0",
+            "--shuffle", "0", "-w", "1", "--max-image-bytes", str(512 << 20), "--memory-limit", str(64 << 20)]
+    r = run(args, rundir, preexec_fn=cap_address_space)
+    assert r.rc == 0, r
+    assert sorted(r.keys()) == [f"g{i}" for i in range(4)]
+    assert r.summary()[3] == 1
+    assert re.search(r"a-huge\.tar\.gz abandoned: out of memory while reading it", r.err), r.err
