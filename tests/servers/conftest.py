@@ -9,6 +9,8 @@ import shutil
 import sys
 import tempfile
 
+import cv2
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
