@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <string>
+
+#include "tensorcom/error.h"
 
 namespace tensorcom::imaging {
 
@@ -52,7 +56,13 @@ Size resized_size(int width, int height, const ResizeSpec& spec) {
   const int shorter = std::min(width, height), longer = std::max(width, height);
   // int(size * long / short): Python multiplies the integers, then divides.
   int new_short = spec.shorter;
-  int new_long = static_cast<int>(static_cast<double>(std::int64_t{spec.shorter} * longer) / shorter);
+  const double exact_long = static_cast<double>(std::int64_t{spec.shorter} * longer) / shorter;
+  // A 2^28 x 1 image resized to 256 on its shorter side would be 2^36 wide.
+  if (exact_long >= static_cast<double>(std::numeric_limits<int>::max())) {
+    throw ArgumentError("resizing a " + std::to_string(width) + "x" + std::to_string(height) + " image to " +
+                        std::to_string(spec.shorter) + " on its shorter side makes it too long");
+  }
+  int new_long = static_cast<int>(exact_long);
   if (spec.max_size > 0 && new_long > spec.max_size) {
     new_short = static_cast<int>(static_cast<double>(std::int64_t{spec.max_size} * new_short) / new_long);
     new_long = spec.max_size;

@@ -51,8 +51,8 @@ of --repeat runs. The machine is shared and noisy.
         [--images 2000] [--batch-size 64] [--workers 1,2]
 
 Make the shards with ../shared/bench/make-photo-shards (see README).
-Needs torch, torchvision and PIL, and the tensorcom module
-(PYTHONPATH=build/bindings).
+Needs torch, torchvision and PIL; tensorcom is imported from --build's
+bindings/ when it is not installed.
 """
 import argparse
 import gc
@@ -69,7 +69,22 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 from torchvision import transforms as T
 
-from tensorcom import imaging
+
+def _build_dir():
+    """--build's value, read before argparse so that the package can be imported from it."""
+    for i, arg in enumerate(sys.argv):
+        if arg == "--build" and i + 1 < len(sys.argv):
+            return sys.argv[i + 1]
+        if arg.startswith("--build="):
+            return arg.split("=", 1)[1]
+    return "build"
+
+
+try:
+    from tensorcom import imaging
+except ImportError:  # not installed: the one in the build folder
+    sys.path.insert(0, os.path.join(_build_dir(), "bindings"))
+    from tensorcom import imaging
 
 TARGET = 3.0  # tensorcom.imaging's images/s per worker over torchvision's
 CHUNK = 50  # images per timed chunk in (a)..(d), as augment-alone

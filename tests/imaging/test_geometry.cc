@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "tensorcom/error.h"
 #include "tensorcom/imaging/geometry.h"
 
 using namespace tensorcom::imaging;
@@ -59,6 +60,9 @@ TEST_CASE("Resize as torchvision computes it") {
     CHECK(resized_size(1000, 100, {.shorter = 256, .max_size = 512}) == Size{512, 51});
   }
   SUBCASE("an exact size") { CHECK(resized_size(500, 375, {.width = 64, .height = 32}) == Size{64, 32}); }
+  SUBCASE("a longer side past an int is refused") {
+    CHECK_THROWS_AS((void)resized_size(1 << 28, 1, {.shorter = 256}), tensorcom::ArgumentError);
+  }
 }
 
 TEST_CASE("CenterCrop rounds half to even, and may lie outside a small image") {

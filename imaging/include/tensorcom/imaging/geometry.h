@@ -48,7 +48,8 @@ struct Size {
 
 // What Resize(spec) makes of a width x height image (torchvision's
 // _compute_resized_output_size). REQUIRES: width, height > 0 and the spec
-// set (shorter > 0, or width and height > 0).
+// set (shorter > 0, or width and height > 0). Throws ArgumentError when the
+// longer side would not fit an int.
 [[nodiscard]] Size resized_size(int width, int height, const ResizeSpec& spec);
 
 // Where CenterCrop(crop) cuts a width x height image: left and top are
