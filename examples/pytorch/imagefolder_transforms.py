@@ -26,14 +26,12 @@ the loop (here: the normalisation, and the model with --model).
 """
 
 import argparse
-import time
 
 import torch
 import torchvision
 from torchvision import transforms as T
 
-MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
-STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
+from loader_loop import Normalize, run_epoch
 
 
 def tensorcom_transforms(val):
@@ -71,19 +69,6 @@ def make_dataset(root, val, use_torchvision):
     return torchvision.datasets.ImageFolder(root, transform=tensorcom_transforms(val), loader=imaging.read_bytes)
 
 
-class Normalize:
-    """uint8 (N, 3, H, W) batches to normalised float, on the device."""
-
-    def __init__(self, device):
-        self.device = device
-        self.mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
-        self.std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
-
-    def __call__(self, images):
-        images = images.to(self.device, non_blocking=True)
-        return images.float().sub_(self.mean).div_(self.std)  # in place: one float batch allocated, not three
-
-
 def tiny_model(classes, device):
     return torch.nn.Sequential(
         torch.nn.Conv2d(3, 16, kernel_size=7, stride=4), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
@@ -119,38 +104,16 @@ def main():
     print(f"{len(dataset)} images in {len(dataset.classes)} classes; {which} "
           f"{'validation' if args.val else 'training'} transforms, {args.workers} workers, "
           f"batches of {args.batch_size}, normalised on {device}")
+
+    def train_step(inputs, labels):
+        loss = torch.nn.functional.cross_entropy(model(inputs), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
     for epoch in range(args.epochs):
-        start = ready = time.perf_counter()
-        first = None
-        images = 0
-        waited = 0.0
-        for step, (batch, labels) in enumerate(loader):
-            now = time.perf_counter()
-            if first is None:
-                first = now  # the workers' start-up ends here
-            else:
-                images += len(batch)
-                waited += now - ready
-            inputs = normalize(batch)  # float (N, 3, 224, 224), mean 0 and std 1 per channel
-            labels = labels.to(device, non_blocking=True)
-            if model is not None:
-                loss = torch.nn.functional.cross_entropy(model(inputs), labels)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-            if args.limit and step + 1 >= args.limit:
-                break
-            ready = time.perf_counter()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        end = time.perf_counter()
-        if first is None:
-            print(f"epoch {epoch}: no batches")
-            continue
-        rate = images / (end - first) if images else float("nan")
-        print(f"epoch {epoch}: {step + 1} batches, first after {first - start:.2f} s, then {rate:.1f} images/s, "
-              f"{waited / (end - first) if end > first else 0:.0%} of the time waiting for data"
-              f"{f', loss {loss.item():.3f}' if model is not None else ''}")
+        run_epoch(epoch, loader, normalize, args.limit, train_step if model is not None else None)
 
 
 if __name__ == "__main__":

@@ -49,13 +49,12 @@ import os
 import random
 import re
 import tarfile
-import time
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
-STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
+from loader_loop import Normalize, run_epoch
+
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "ppm", "pgm", "pnm", "bmp", "webp")
 
 
@@ -191,19 +190,6 @@ class TorchvisionTransform:
         return self.transform(Image.open(io.BytesIO(data)).convert("RGB"))
 
 
-class Normalize:
-    """uint8 (N, 3, H, W) batches to normalised float, on the device."""
-
-    def __init__(self, device):
-        self.device = device
-        self.mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
-        self.std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
-
-    def __call__(self, images):
-        images = images.to(self.device, non_blocking=True)
-        return images.float().sub_(self.mean).div_(self.std)  # in place: one float batch allocated, not three
-
-
 def parse_args():
     description, details = __doc__.split("\n\n", 1)
     p = argparse.ArgumentParser(description=description, epilog=details,
@@ -238,33 +224,7 @@ def main():
           f"{args.workers} workers, batches of {args.batch_size}, normalised on {device}")
     for epoch in range(args.epochs):
         dataset.set_epoch(epoch)
-        start = ready = time.perf_counter()
-        first = None
-        images = batches = 0
-        waited = 0.0
-        for batch, labels in loader:
-            now = time.perf_counter()
-            batches += 1
-            if first is None:
-                first = now  # the workers' start-up ends here
-            else:
-                images += len(batch)
-                waited += now - ready
-            inputs = normalize(batch)  # float (N, 3, 224, 224): the model's input
-            labels = labels.to(device, non_blocking=True)
-            if args.limit and batches >= args.limit:
-                break
-            ready = time.perf_counter()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        end = time.perf_counter()
-        if first is None:
-            print(f"epoch {epoch}: no batches")
-            continue
-        rate = images / (end - first) if images else float("nan")
-        print(f"epoch {epoch}: {batches} batches, first after {first - start:.2f} s, then {rate:.1f} images/s, "
-              f"{waited / (end - first) if end > first else 0:.0%} of the time waiting for data, "
-              f"last batch {tuple(inputs.shape)} {inputs.dtype}")
+        run_epoch(epoch, loader, normalize, args.limit)
 
 
 if __name__ == "__main__":

@@ -86,16 +86,10 @@ except ImportError:  # not installed: the one in the build folder
     sys.path.insert(0, os.path.join(_build_dir(), "bindings"))
     from tensorcom import imaging
 
+from augment_throughput import shard_paths  # noqa: E402  (beside this script)
+
 TARGET = 3.0  # tensorcom.imaging's images/s per worker over torchvision's
 CHUNK = 50  # images per timed chunk in (a)..(d), as augment-alone
-
-
-def shard_paths(pattern):
-    out = subprocess.run(["bash", "-c", f"printf '%s\\n' {pattern}"], capture_output=True, text=True, check=True)
-    paths = [p for p in out.stdout.split() if os.path.exists(p)]
-    if not paths:
-        sys.exit(f"no shards match {pattern}")
-    return paths
 
 
 def load_samples(paths):

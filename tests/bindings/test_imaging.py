@@ -7,6 +7,7 @@ import io
 import numpy as np
 import pytest
 
+from pictures import psnr, textured  # tests/, on PYTHONPATH
 from tensorcom import imaging
 
 torch = pytest.importorskip("torch")
@@ -17,27 +18,10 @@ from PIL import Image  # noqa: E402  (python3-pil comes with torchvision)
 MODES = {"bilinear": T.InterpolationMode.BILINEAR, "bicubic": T.InterpolationMode.BICUBIC}
 
 
-def textured(seed, height, width):
-    """Edges, gradients and fine texture: resampling differences show on it."""
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
-    base = 128 + 60 * np.sin(x / 7.0 + rng.uniform(0, 6)) * np.cos(y / 5.0)
-    stripes = 40 * np.sign(np.sin((x + 2 * y) / 3.0))
-    noise = rng.normal(0, 18, (height, width))
-    channels = [base + stripes + noise, base[::-1] - stripes + noise, 255 - base + noise / 2]
-    return np.clip(np.stack(channels, -1), 0, 255).astype(np.uint8)
-
-
 def encode(array, fmt="JPEG", **options):
     out = io.BytesIO()
     Image.fromarray(array).save(out, fmt, **options)
     return out.getvalue()
-
-
-def psnr(a, b):
-    """Peak signal-to-noise ratio in dB; 99 for identical images."""
-    mse = np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2)
-    return 99.0 if mse == 0 else 10 * np.log10(255.0**2 / mse)
 
 
 def pil(data):

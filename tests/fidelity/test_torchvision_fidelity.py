@@ -25,23 +25,9 @@ from PIL import Image  # noqa: E402  (python3-pil comes with torchvision)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "servers"))
 import server_helpers as h  # noqa: E402
+from pictures import psnr, textured  # noqa: E402  (tests/, on PYTHONPATH)
 
 MODES = {"bilinear": T.InterpolationMode.BILINEAR, "bicubic": T.InterpolationMode.BICUBIC}
-
-
-def textured(rng, height, width):
-    """A picture with edges, gradients and fine texture: aliasing shows on it."""
-    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
-    base = 128 + 60 * np.sin(x / 7.0 + rng.uniform(0, 6)) * np.cos(y / 5.0)
-    stripes = 40 * np.sign(np.sin((x + 2 * y) / 3.0))
-    noise = rng.normal(0, 18, (height, width))
-    channels = [base + stripes + noise, base[::-1] - stripes + noise, 255 - base + noise / 2]
-    return np.clip(np.stack(channels, -1), 0, 255).astype(np.uint8)
-
-
-def psnr(a, b):
-    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
-    return 99.0 if mse == 0 else 10 * math.log10(255.0 ** 2 / mse)
 
 
 def decoded_at_full_scale(shorter_side, resized_side):

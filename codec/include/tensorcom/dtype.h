@@ -48,45 +48,18 @@ inline constexpr DType kAllDTypes[] = {
 template <class T>
 [[nodiscard]] constexpr DType dtype_of() noexcept;
 
-template <>
-constexpr DType dtype_of<float>() noexcept {
-  return DType::kFloat32;
-}
-template <>
-constexpr DType dtype_of<double>() noexcept {
-  return DType::kFloat64;
-}
-template <>
-constexpr DType dtype_of<std::int8_t>() noexcept {
-  return DType::kInt8;
-}
-template <>
-constexpr DType dtype_of<std::int16_t>() noexcept {
-  return DType::kInt16;
-}
-template <>
-constexpr DType dtype_of<std::int32_t>() noexcept {
-  return DType::kInt32;
-}
-template <>
-constexpr DType dtype_of<std::int64_t>() noexcept {
-  return DType::kInt64;
-}
-template <>
-constexpr DType dtype_of<std::uint8_t>() noexcept {
-  return DType::kUInt8;
-}
-template <>
-constexpr DType dtype_of<std::uint16_t>() noexcept {
-  return DType::kUInt16;
-}
-template <>
-constexpr DType dtype_of<std::uint32_t>() noexcept {
-  return DType::kUInt32;
-}
-template <>
-constexpr DType dtype_of<std::uint64_t>() noexcept {
-  return DType::kUInt64;
-}
+// One specialisation a line reads as the table it is.
+// clang-format off
+template <> constexpr DType dtype_of<float>() noexcept { return DType::kFloat32; }
+template <> constexpr DType dtype_of<double>() noexcept { return DType::kFloat64; }
+template <> constexpr DType dtype_of<std::int8_t>() noexcept { return DType::kInt8; }
+template <> constexpr DType dtype_of<std::int16_t>() noexcept { return DType::kInt16; }
+template <> constexpr DType dtype_of<std::int32_t>() noexcept { return DType::kInt32; }
+template <> constexpr DType dtype_of<std::int64_t>() noexcept { return DType::kInt64; }
+template <> constexpr DType dtype_of<std::uint8_t>() noexcept { return DType::kUInt8; }
+template <> constexpr DType dtype_of<std::uint16_t>() noexcept { return DType::kUInt16; }
+template <> constexpr DType dtype_of<std::uint32_t>() noexcept { return DType::kUInt32; }
+template <> constexpr DType dtype_of<std::uint64_t>() noexcept { return DType::kUInt64; }
+// clang-format on
 
 }  // namespace tensorcom
