@@ -13,7 +13,9 @@ python3-torchvision and python3-pil), on textured images of awkward sizes:
 import io
 import math
 import os
+import subprocess
 import sys
+import tarfile
 
 import numpy as np
 import pytest
@@ -86,6 +88,38 @@ def test_val_gives_torchvisions_pixels(data, tmp_path, interpolation, size):
     print(f"--val {interpolation} size {size}: PSNR mean {np.mean(scores):.1f} dB, min {min(scores):.1f} dB")
     assert np.mean(scores) >= 40 and min(scores) >= 30, scores
     assert_bit_exact_at_full_scale(scores, full_scale)
+
+
+def test_reduced_shards_serve_torchvisions_transforms_of_the_reduced_files(data, tmp_path):
+    """make-shards --max-side: a training run on the reduced shards sees
+    torchvision's transforms applied to the reduced files, exactly where they
+    are decoded at full scale."""
+    path, encoded = data
+    make_shards = os.path.join(h.BUILD_DIR, "tools", "make_shards", "make-shards")
+    out = subprocess.run([make_shards, "--from-shards", path, "--max-side", "320", "--restart-markers",
+                          "-o", str(tmp_path / "reduced-%d.tar")], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    reduced = {}
+    with tarfile.open(tmp_path / "reduced-0.tar") as tar:
+        for member in tar:
+            key, ext = member.name.split(".", 1)
+            if ext in ("jpg", "png"):
+                reduced[key] = tar.extractfile(member).read()
+    for key, image in reduced.items():  # JPEGs reduced to at most 320 a side, PNGs kept
+        if image[:3] == b"\xff\xd8\xff":
+            assert max(pil(image).size) == min(max(pil(encoded[key]).size), 320), key
+        else:
+            assert image == encoded[key], key
+    r = serve(str(tmp_path / "reduced-0.tar"), tmp_path, "--epochs", "1", "-b", "4", "--val")
+    transform = T.Compose([T.Resize(256), T.CenterCrop(224)])
+    scores, full_scale = [], []
+    for key, _, image in r.samples():
+        source = pil(reduced[key])
+        scores.append(psnr(np.asarray(transform(source)), image))
+        full_scale.append(decoded_at_full_scale(min(source.size), 256))
+    assert len(scores) == len(reduced)
+    assert_bit_exact_at_full_scale(scores, full_scale)
+    assert min(scores) >= 30, scores
 
 
 def test_fast_interpolation_is_still_there_and_differs(data, tmp_path):

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "memory_file.h"
-#include "restart_members.h"
+#include "image_rewriter.h"
 #include "tensorcom/error.h"
 #include "tensorcom/formats/shard_reader.h"
 #include "tensorcom/formats/tar_encoder.h"
@@ -51,11 +51,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<ShardSample> samples = read_shard(data, size, options);
   // Re-pack as make-shards does: samples with an oversized member are left out.
   TarEncoder encoder(0);  // per input: one that failed is not used again, as in make-shards
+  // --max-side 64 --restart-markers: every JPEG a shard holds is reduced or rewritten.
+  static make_shards::ImageRewriter rewriter(tensorcom::imaging::ReduceOptions{.max_side = 64}, true);
   ByteBuffer shard;
   std::vector<ShardSample> packed;
   for (ShardSample& sample : samples) {
     if (has_oversized_member(sample)) continue;
-    (void)make_shards::add_restart_markers(sample.members);
+    (void)rewriter.rewrite(sample.members);
     std::vector<TarMember> members;
     for (const ShardMember& m : sample.members) members.push_back({m.name, m.data});
     try {

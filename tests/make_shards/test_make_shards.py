@@ -306,7 +306,7 @@ def test_restart_markers_rewrite_jpegs_losslessly(tmp_path):
     result = run(root, "--restart-markers", "-o", tmp_path / "out" / "%d.tar")
     assert result.returncode == 0, result.stderr
     assert "c/z" in result.stderr and "packed unchanged" in result.stderr
-    assert "without restart markers (unreadable): 1" in result.stdout
+    assert "JPEGs packed unchanged (unreadable): 1" in result.stdout
     samples = dict((key, members) for key, members in read_all(tmp_path / "out"))
     originals = {f"c/{i}": jpeg for i, jpeg in enumerate(jpegs)}
     originals["c/p"] = progressive
@@ -476,3 +476,82 @@ def test_from_shards_keeps_scan_bombs_and_oversized_members_out_of_harms_way(tmp
     assert sorted(got) == ["a", "c"]
     assert got["a"]["jpg"] == bomb
     assert restart_interval(got["c"]["jpg"]) == 1
+
+
+# --- --max-side: reduced-resolution copies -------------------------------------------
+
+def photo_like(seed, height, width):
+    """Smooth shapes, edges and mild grain: what photos look like to a resampler."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
+    base = 128 + 80 * np.sin(x / (width / 5.0)) * np.cos(y / (height / 4.0))
+    edge = np.where(x + y > (width + height) / 2, 40.0, -40.0)
+    noise = rng.normal(0, 4, (height, width))
+    channels = [base + edge + noise, 255 - base + noise, base / 2 + 60 - edge / 2 + noise]
+    return np.clip(np.stack(channels, -1), 0, 255).astype(np.uint8)
+
+
+def encode(image, ext=".jpg", quality=95):
+    ok, data = cv2.imencode(ext, image, [cv2.IMWRITE_JPEG_QUALITY, quality] if ext == ".jpg" else [])
+    assert ok
+    return data.tobytes()
+
+
+def psnr(a, b):
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return 99.0 if mse == 0 else 10 * np.log10(255.0**2 / mse)
+
+
+def test_max_side_reduces_large_jpegs_and_keeps_the_rest(tmp_path):
+    Image = pytest.importorskip("PIL.Image")
+    big, small = encode(photo_like(1, 600, 800)), encode(photo_like(2, 150, 200))
+    tall, png = encode(photo_like(3, 1000, 350)), encode(photo_like(4, 700, 700), ".png")
+    for name, data in (("a/big.jpg", big), ("a/small.jpg", small), ("b/tall.jpg", tall), ("b/large.png", png)):
+        write(tmp_path / "in" / name, data)
+    out = make_shards(tmp_path / "in", "--max-side", 320, "--quality", 92, "-o", tmp_path / "out" / "%d.tar")
+    assert re.search(r"reduced 2 JPEGs: \d+ bytes in, \d+ bytes out \([\d.]+%\), [\d.]+ photos/s", out), out
+    samples = {key: members for key, members in read_all(tmp_path / "out")}
+    images = {key.split("/")[-1]: members.get("jpg", members.get("png")) for key, members in samples.items()}
+    assert images["small"] == small  # not over the side: byte for byte
+    assert images["large"] == png  # not a JPEG: as it was
+    assert decode(images["big"]).shape == (240, 320, 3)
+    assert decode(images["tall"]).shape == (320, 112, 3)  # 350 * 320 / 1000 = 112
+    # Pillow's antialiased bicubic resize of the source, encoded again at quality 92.
+    source = Image.open(io.BytesIO(big)).convert("RGB")
+    reference = np.asarray(source.resize((320, 240), Image.BICUBIC))[:, :, ::-1]
+    assert psnr(decode(images["big"]), reference) >= 32
+
+
+def test_max_side_writes_restart_markers_directly_and_repacks_shards(tmp_path):
+    write_shard(tmp_path / "in" / "0.tar", [("k0", {"jpg": encode(photo_like(5, 480, 640)), "cls": b"1"}),
+                                            ("k1", {"jpg": encode(photo_like(6, 100, 120)), "cls": b"2"})])
+    out = make_shards("--from-shards", tmp_path / "in" / "0.tar", "--max-side", 256, "--restart-markers",
+                      "--filter", "bilinear", "-o", tmp_path / "out" / "%d.tar")
+    assert "reduced 1 JPEGs" in out, out
+    samples = read_all(tmp_path / "out")
+    assert [key for key, _ in samples] == ["k0", "k1"]
+    reduced, kept = samples[0][1]["jpg"], samples[1][1]["jpg"]
+    assert decode(reduced).shape == (192, 256, 3)
+    assert restart_interval(reduced) == 1 and restart_interval(kept) == 1  # one reduced, one rewritten
+    assert samples[0][1]["cls"] == b"1"
+
+
+def test_max_side_options_are_checked(tmp_path):
+    write(tmp_path / "in" / "a" / "x.jpg", encode(photo_like(7, 64, 64)))
+    assert run(tmp_path / "in", "--filter", "bicubic").returncode == 2  # without --max-side
+    bad = run(tmp_path / "in", "--max-side", 100, "--filter", "lanczos", "-o", tmp_path / "o" / "%d.tar")
+    assert bad.returncode == 1 and "--filter must be bicubic or bilinear" in bad.stderr
+    for side in (0, -5, 100000):
+        result = run(tmp_path / "in", "--max-side", side, "-o", tmp_path / "o" / "%d.tar")
+        assert result.returncode == 1 and "--max-side" in result.stderr, side
+    result = run(tmp_path / "in", "--max-side", 100, "--quality", 0, "-o", tmp_path / "o" / "%d.tar")
+    assert result.returncode == 1 and "--quality" in result.stderr
+
+
+def test_max_side_packs_an_undecodable_jpeg_unchanged(tmp_path):
+    broken = encode(photo_like(8, 400, 400))[:3000]
+    write(tmp_path / "in" / "a" / "x.jpg", broken)
+    result = run(tmp_path / "in", "--max-side", 100, "-o", tmp_path / "out" / "%d.tar")
+    assert result.returncode == 0, result.stderr
+    assert "packed unchanged" in result.stderr
+    assert read_all(tmp_path / "out")[0][1]["jpg"] == broken

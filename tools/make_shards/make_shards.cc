@@ -23,7 +23,7 @@
 
 #include "ordered_jobs.h"
 #include "samples.h"
-#include "restart_members.h"
+#include "image_rewriter.h"
 #include "synthetic_image.h"
 #include "tensorcom/brace.h"
 #include "tensorcom/error.h"
@@ -32,8 +32,7 @@
 #include "tensorcom/formats/shard_writer.h"
 #include "tensorcom/formats/tar_encoder.h"
 #include "tensorcom/formats/webdataset.h"
-#include "tensorcom/imaging/format.h"
-#include "tensorcom/imaging/restart_markers.h"
+#include "tensorcom/imaging/reduce.h"
 #include "tensorcom/programs/program.h"
 
 namespace po = boost::program_options;
@@ -55,7 +54,7 @@ constexpr const char* kCaption =
 constexpr int kMaxSide = 16384;
 
 // Synthetic-only options, refused with the other inputs.
-constexpr const char* kSyntheticOnly[] = {"classes", "min-side", "max-side", "quality"};
+constexpr const char* kSyntheticOnly[] = {"classes", "min-side"};
 
 po::options_description make_options() {
   po::options_description options(kCaption);
@@ -77,8 +76,12 @@ po::options_description make_options() {
       "mtime", po::value<std::int64_t>()->default_value(0), "modification time of every member (seconds since 1970)")(
       "classes", po::value<std::int64_t>()->default_value(10), "synthetic: number of classes")(
       "min-side", po::value<int>()->default_value(160), "synthetic: smallest image width or height")(
-      "max-side", po::value<int>()->default_value(480), "synthetic: largest image width or height")(
-      "quality", po::value<int>()->default_value(90), "synthetic: JPEG quality (1-100)")(
+      "max-side", po::value<int>(),
+      "JPEGs with a longer side over this are resized (Pillow's antialiased --filter) to have it, and encoded "
+      "again at --quality; smaller ones are kept byte for byte (synthetic: the largest width or height drawn, "
+      "default 480)")("quality", po::value<int>()->default_value(90),
+                      "JPEG quality of --max-side's and synthetic images (1-100)")(
+      "filter", po::value<std::string>()->default_value("bicubic"), "--max-side's resampling: bicubic or bilinear")(
       "max-member-bytes", po::value<std::uint64_t>()->default_value(std::uint64_t{256} << 20),
       "--from-shards: a sample with a member larger than this is left out, with a warning (as servers skip it)")(
       "restart-markers", po::bool_switch(),
@@ -102,7 +105,7 @@ po::options_description make_options() {
   SyntheticImageOptions options;
   options.classes = vars["classes"].as<std::int64_t>();
   options.min_side = vars["min-side"].as<int>();
-  options.max_side = vars["max-side"].as<int>();
+  options.max_side = vars.count("max-side") && vars.count("synthetic") ? vars["max-side"].as<int>() : 480;
   options.quality = vars["quality"].as<int>();
   options.seed = vars["seed"].as<std::uint64_t>();
   if (options.classes <= 0) throw tensorcom::ArgumentError("--classes must be positive");
@@ -124,7 +127,30 @@ void check_inputs(const po::variables_map& vars) {
   if (!vars.count("synthetic")) {
     for (const char* name : kSyntheticOnly)
       if (!vars[name].defaulted()) throw po::error(std::string("--") + name + " applies only to --synthetic");
+    if (!vars.count("max-side") && !vars["quality"].defaulted())
+      throw po::error("--quality applies to --max-side and --synthetic");
   }
+  if (!vars.count("max-side") && !vars["filter"].defaulted()) throw po::error("--filter applies to --max-side");
+}
+
+// --max-side's reduction, for inputs other than --synthetic; nothing without it.
+[[nodiscard]] std::optional<imaging::ReduceOptions> reduce_options(const po::variables_map& vars) {
+  if (!vars.count("max-side") || vars.count("synthetic")) return std::nullopt;
+  imaging::ReduceOptions options;
+  options.max_side = vars["max-side"].as<int>();
+  options.quality = vars["quality"].as<int>();
+  const std::string filter = vars["filter"].as<std::string>();
+  if (filter == "bicubic") {
+    options.filter = imaging::Resample::kBicubic;
+  } else if (filter == "bilinear") {
+    options.filter = imaging::Resample::kBilinear;
+  } else {
+    throw tensorcom::ArgumentError("--filter must be bicubic or bilinear, not '" + printable(filter) + "'");
+  }
+  if (options.max_side < 1 || options.max_side > kMaxSide)
+    throw tensorcom::ArgumentError("--max-side must be in 1.." + std::to_string(kMaxSide));
+  if (options.quality < 1 || options.quality > 100) throw tensorcom::ArgumentError("--quality must be in 1..100");
+  return options;
 }
 
 // Writes classes.json beside the shards: the class names as a JSON array,
@@ -260,15 +286,15 @@ class ShardSequence {
 
 // --from-shards: every sample of every shard, in order, members unchanged
 // but for JPEGs given restart markers when asked (on `jobs` threads).
-RepackCounts repack_shards(const std::string& pattern, std::uint64_t max_member_bytes, bool restart_markers,
+RepackCounts repack_shards(const std::string& pattern, std::uint64_t max_member_bytes, ImageRewriter& rewriter,
                            unsigned jobs, TarEncoder& encoder, ShardWriter& writer) {
   ShardSequence shards(pattern, max_member_bytes);
   std::uint64_t unreadable_jpegs = 0;
   run_in_order<RepackItem>(
       jobs, [&] { return shards.next(); },
       [&](RepackItem& item) {
-        item.unchanged = restart_markers ? add_restart_markers(item.members)
-                                         : std::vector<std::optional<std::string>>(item.members.size());
+        item.unchanged = rewriter.changes_anything() ? rewriter.rewrite(item.members)
+                                                     : std::vector<std::optional<std::string>>(item.members.size());
       },
       [&](const RepackItem& item) {
         std::vector<TarMember> members;
@@ -295,22 +321,32 @@ void print_summary(const std::vector<ShardSummary>& shards) {
   std::cout << "total: " << samples << " samples, " << bytes << " bytes in " << shards.size() << " shards\n";
 }
 
+// --max-side's line: how many images it reduced, their bytes before and
+// after, and the rate of one job thread.
+void print_reductions(const ImageRewriter& rewriter) {
+  const ImageRewriter::Reductions r = rewriter.reductions();
+  if (r.images == 0) return;
+  std::cout << "reduced " << r.images << " JPEGs: " << r.bytes_in << " bytes in, " << r.bytes_out << " bytes out ("
+            << (100.0 * static_cast<double>(r.bytes_out) / static_cast<double>(r.bytes_in)) << "%), "
+            << (r.seconds > 0 ? static_cast<double>(r.images) / r.seconds : 0.0) << " photos/s on one job thread\n";
+}
+
 // The packing run's shared parts: what every input mode writes with.
 struct Packer {
   TarEncoder encoder;
   ShardWriter writer;
-  bool restart_markers;
+  ImageRewriter rewriter;
   unsigned jobs;
 };
 
 // --from-shards: re-packs shards. Returns the exit status.
 int repack(const po::variables_map& vars, Packer& p) {
   RepackCounts counts =
-      repack_shards(vars["from-shards"].as<std::string>(), vars["max-member-bytes"].as<std::uint64_t>(),
-                    p.restart_markers, p.jobs, p.encoder, p.writer);
+      repack_shards(vars["from-shards"].as<std::string>(), vars["max-member-bytes"].as<std::uint64_t>(), p.rewriter,
+                    p.jobs, p.encoder, p.writer);
   print_summary(p.writer.finish());
-  if (counts.unreadable_jpegs)
-    std::cout << "JPEGs packed without restart markers (unreadable): " << counts.unreadable_jpegs << '\n';
+  print_reductions(p.rewriter);
+  if (counts.unreadable_jpegs) std::cout << "JPEGs packed unchanged (unreadable): " << counts.unreadable_jpegs << '\n';
   if (counts.skipped_members)
     std::cout << "members passed over (not files, or no key): " << counts.skipped_members << '\n';
   if (counts.oversized_samples)
@@ -338,9 +374,7 @@ std::uint64_t pack_samples(const std::vector<Sample>& samples, const SyntheticIm
       p.jobs, read,
       [&](Item& item) {
         item.image = image_bytes(*item.sample, synthetic);
-        if (p.restart_markers && imaging::sniff_format(item.image) == imaging::ImageFormat::kJpeg) {
-          item.unchanged = imaging::add_restart_markers(item.image);
-        }
+        if (p.rewriter.changes_anything()) item.unchanged = p.rewriter.rewrite(item.image);
       },
       [&](const Item& item) {
         const Sample& sample = *item.sample;
@@ -389,14 +423,15 @@ int run(int argc, char** argv) {
   ShardLimits limits = shard_limits(vars);
   SyntheticImageOptions synthetic = synthetic_options(vars);
   Packer packer{TarEncoder(vars["mtime"].as<std::int64_t>()), ShardWriter(std::move(pattern), limits),
-                vars["restart-markers"].as<bool>(), job_count(vars)};
+                ImageRewriter(reduce_options(vars), vars["restart-markers"].as<bool>()), job_count(vars)};
   if (vars.count("from-shards")) return repack(vars, packer);
 
   std::vector<std::string> classes;
   const std::vector<Sample> samples = select_samples(vars, &classes);
   const std::uint64_t unreadable_jpegs = pack_samples(samples, synthetic, packer);
   print_summary(packer.writer.finish());
-  if (unreadable_jpegs) std::cout << "JPEGs packed without restart markers (unreadable): " << unreadable_jpegs << '\n';
+  print_reductions(packer.rewriter);
+  if (unreadable_jpegs) std::cout << "JPEGs packed unchanged (unreadable): " << unreadable_jpegs << '\n';
   if (!classes.empty()) write_class_names(classes, ShardPattern(vars["output"].as<std::string>()));
   return 0;
 }

@@ -1,0 +1,24 @@
+// Internal: RGB pixels to a baseline JPEG with libjpeg-turbo, for
+// make-shards' reduced-resolution copies (reduce.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensorcom/formats/file_io.h"
+
+namespace tensorcom::imaging {
+
+struct JpegEncoding {
+  int quality = 90;              // libjpeg's 1..100 scale, standard tables
+  bool restart_markers = false;  // a restart marker after every MCU (what the restart slicer cuts at)
+};
+
+// Encodes width x height RGB pixels (rows of width * 3 bytes) as a
+// sequential JPEG, 4:2:0 chroma, Huffman tables optimised for the image.
+// Throws Error with libjpeg's message if it fails.
+// REQUIRES: width, height in 1..65535; quality in 1..100.
+[[nodiscard]] formats::ByteBuffer encode_jpeg(const std::uint8_t* rgb, int width, int height,
+                                              const JpegEncoding& encoding);
+
+}  // namespace tensorcom::imaging
