@@ -30,6 +30,7 @@ using namespace tensorcom::imaging;
 int main(int argc, char** argv) {
   bool decode_only = false;
   int passes = 1;
+  int size = 224;
   AugmentOptions options;
   int first = 1;
   for (; first < argc && argv[first][0] == '-'; ++first) {
@@ -37,6 +38,12 @@ int main(int argc, char** argv) {
       decode_only = true;
     } else if (std::strcmp(argv[first], "--passes") == 0 && first + 1 < argc) {
       passes = std::max(1, std::atoi(argv[++first]));
+    } else if (std::strcmp(argv[first], "--size") == 0 && first + 1 < argc) {
+      size = std::atoi(argv[++first]);
+      if (size < 1 || size > 4096) {
+        std::fprintf(stderr, "augment-alone: --size takes 1 to 4096\n");
+        return 2;
+      }
     } else if (std::strcmp(argv[first], "--interpolation") == 0 && first + 1 < argc) {
       const auto resample = parse_resample(argv[++first]);
       if (!resample) {
@@ -48,10 +55,10 @@ int main(int argc, char** argv) {
   }
   auto jpegs = bench::load_jpegs<std::byte>("augment-alone", first, argc, argv);
   if (jpegs.empty()) {
-    std::fprintf(stderr, "usage: augment-alone [--decode-only] SHARD.tar... (no JPEGs found)\n");
+    std::fprintf(stderr, "usage: augment-alone [--decode-only] [--passes N] [--size N] [--interpolation I] SHARD.tar... (no JPEGs found)\n");
     return 1;
   }
-  ImageAugmenter augmenter(options, 224);
+  ImageAugmenter augmenter(options, size);
   std::vector<std::uint8_t> out(static_cast<std::size_t>(augmenter.output().width) * augmenter.output().height * 3);
   std::size_t failures = 0;
   // Each pass times the images in chunks; a chunk's time is its best over
