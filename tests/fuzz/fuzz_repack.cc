@@ -51,8 +51,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<ShardSample> samples = read_shard(data, size, options);
   // Re-pack as make-shards does: samples with an oversized member are left out.
   TarEncoder encoder(0);  // per input: one that failed is not used again, as in make-shards
-  // --max-side 64 --restart-markers: every JPEG a shard holds is reduced or rewritten.
-  static make_shards::ImageRewriter rewriter(tensorcom::imaging::ReduceOptions{.max_side = 64}, true);
+  // --restart-markers (fuzz_restart_markers covers --max-side's reduction of one JPEG).
+  static make_shards::ImageRewriter rewriter(std::nullopt, true);
   ByteBuffer shard;
   std::vector<ShardSample> packed;
   for (ShardSample& sample : samples) {
