@@ -55,7 +55,9 @@ int main(int argc, char** argv) {
   }
   auto jpegs = bench::load_jpegs<std::byte>("augment-alone", first, argc, argv);
   if (jpegs.empty()) {
-    std::fprintf(stderr, "usage: augment-alone [--decode-only] [--passes N] [--size N] [--interpolation I] SHARD.tar... (no JPEGs found)\n");
+    std::fprintf(stderr,
+                 "usage: augment-alone [--decode-only] [--passes N] [--size N] [--interpolation I] SHARD.tar... (no "
+                 "JPEGs found)\n");
     return 1;
   }
   ImageAugmenter augmenter(options, size);
