@@ -166,9 +166,28 @@ void ImageServerCli::finish_format() {
 
 void ImageServerCli::check_bounds() const {
   const ImageServerOptions& s = server;
-  if (s.format.batch_size == 0 || s.format.size <= 0 || s.workers <= 0) {
-    throw ArgumentError("--batch, --size and --workers must be positive");
+  // Bounds well past any real job, checked before anything is allocated:
+  // negative numbers read as huge unsigned ones, and a huge batch or image
+  // size would end the program in bad_alloc.
+  constexpr std::uint64_t kMostBatch = 65536, kMostWorkers = 1024, kMostBatchBytes = std::uint64_t{8} << 30;
+  constexpr int kMostSize = 8192;
+  auto in_range = [](const char* option, std::uint64_t value, std::uint64_t most) {
+    if (value < 1 || value > most) {
+      throw ArgumentError(std::string(option) + " " + std::to_string(value) + ": expected 1 to " +
+                          std::to_string(most));
+    }
+  };
+  in_range("--batch", s.format.batch_size, kMostBatch);
+  in_range("--size", s.format.size > 0 ? static_cast<std::uint64_t>(s.format.size) : 0, kMostSize);
+  in_range("--workers", s.workers > 0 ? static_cast<std::uint64_t>(s.workers) : 0, kMostWorkers);
+  if (s.format.batch_size * s.format.image_bytes() > kMostBatchBytes) {
+    throw ArgumentError("--batch " + std::to_string(s.format.batch_size) + " of --size " +
+                        std::to_string(s.format.size) + " makes batches of " +
+                        std::to_string(s.format.batch_size * s.format.image_bytes()) + " bytes; at most " +
+                        std::to_string(kMostBatchBytes));
   }
+  const double flip = s.augment.flip_probability;
+  if (!(flip >= 0 && flip <= 1)) throw ArgumentError("--flip " + std::to_string(flip) + ": expected 0 to 1");
   if (s.order.world == 0 || s.order.rank >= s.order.world) throw ArgumentError("--rank must be below --world");
   // Bounds well past any real job; they also catch negative numbers, which
   // the option parser reads as huge unsigned ones.

@@ -42,7 +42,11 @@ def test_missing_shards_option_exits_2():
 
 
 @pytest.mark.parametrize("option,value", [("--subscribers", "-1"), ("--subscribers", "100001"),
-                                          ("--epoch-batches", "-5"), ("--epoch-batches", str(2 ** 63))])
+                                          ("--epoch-batches", "-5"), ("--epoch-batches", str(2 ** 63)),
+                                          ("--batch", str(2 ** 64 - 1)), ("--batch", "-1"), ("--batch", "0"),
+                                          ("--size", "100000"), ("--size", str(2 ** 31 - 1)), ("--size", "0"),
+                                          ("--workers", "100000"), ("--workers", "0"), ("--flip", "2"),
+                                          ("--flip", "nan"), ("--flip", "-0.5")])
 def test_out_of_range_counts_are_refused(clean_data, option, value):
     """Negative counts read as huge unsigned ones: refused, not waited for."""
     paths, _ = clean_data
