@@ -223,11 +223,12 @@ def image_format(data):
 _decoders = {}
 
 
-def _decoder(interpolation="bilinear"):
-    key = (interpolation, os.getpid())
+def _decoder():
+    """The engine behind decode(), one a process."""
+    key = os.getpid()
     transform = _decoders.get(key)
     if transform is None:
-        transform = _tc.ImageTransform(1, 1, False, [0, 0, 0, 0], [0.08, 1.0], [0.75, 4 / 3], 0.0, interpolation,
+        transform = _tc.ImageTransform(1, 1, False, [0, 0, 0, 0], [0.08, 1.0], [0.75, 4 / 3], 0.0, "bilinear",
                                        MAX_PIXELS)
         _decoders[key] = transform
     return transform

@@ -227,11 +227,7 @@ def forever_server(args, rundir, output=subprocess.PIPE):
                                 stdout=output, stderr=output, stdin=subprocess.DEVNULL)
         yield proc, pull
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        pull.close(linger=0)
-        ctx.term()
+        h.close_server(proc, pull, ctx)
 
 
 def receive(pull, count, timeout_s=5, pause_s=0.0):

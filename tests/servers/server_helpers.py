@@ -158,6 +158,15 @@ def _batches_in_summary(out_path):
     return int(m.group(1)) if m else None
 
 
+def close_server(proc, pull, ctx):
+    """Kills the server if it still runs, then closes the test's socket and context."""
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=10)
+    pull.close(linger=0)
+    ctx.term()
+
+
 def run_server(args, tmpdir, exe=SHARDS_EXE, deadline_s=RUN_DEADLINE_S, receive=True, preexec_fn=None):
     """Runs exe with args plus a zpush+ipc address whose PULL end is bound
     here first; receives until the server has exited and nothing more comes.
@@ -204,11 +213,7 @@ def run_server(args, tmpdir, exe=SHARDS_EXE, deadline_s=RUN_DEADLINE_S, receive=
                 break
         rc = proc.returncode
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        pull.close(linger=0)
-        ctx.term()
+        close_server(proc, pull, ctx)
     with open(out_path, encoding="utf-8", errors="replace") as f:
         out = f.read()
     with open(err_path, encoding="utf-8", errors="replace") as f:
