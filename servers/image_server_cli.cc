@@ -1,6 +1,7 @@
 #include "image_server_cli.h"
 
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -32,21 +33,44 @@ std::array<float, 3> parse_triple(const std::string& text, const char* name) {
   return out;
 }
 
+// What a bare --shuffle (or shards' -S, the reference's switch) means.
+constexpr std::size_t kBareShuffle = 1000;
+
+bool is_count(const std::string& text) {
+  return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// The arguments after argv[0], a bare shuffle switch followed by something
+// other than a count (an address: "-S zpub://...") given its value, which
+// the parser would otherwise try to read from that address.
+std::vector<std::string> with_bare_shuffle(int argc, char** argv, bool short_switch) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const bool bare = args[i] == "--shuffle" || (short_switch && args[i] == "-S");
+    if (bare && (i + 1 == args.size() || !is_count(args[i + 1]))) args[i] = "--shuffle=" + std::to_string(kBareShuffle);
+  }
+  return args;
+}
+
 }  // namespace
 
-ImageServerCli::ImageServerCli(const char* program, const char* usage) : options(usage) {
+ImageServerCli::ImageServerCli(const char* program, const char* usage, ReferenceFlags reference)
+    : options(usage), reference_(reference) {
   server.program = program;
   server.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ImageServerOptions& s = server;
-  options.add_options()("help,h", "show this help")("batch,b", po::value(&s.format.batch_size)->default_value(32),
-                                                    "images per batch")(
+  options.add_options()("help,h", "show this help")("batch,batch-size,b",
+                                                    po::value(&s.format.batch_size)->default_value(32),
+                                                    "images per batch (also --batch-size, the reference's name)")(
       "workers,w", po::value(&s.workers)->default_value(s.workers), "decoding threads")(
+      reference.parallel, po::value(&parallel_)->default_value(0),
+      "the reference's processes: here decoding threads, as --workers (0: leave --workers)")(
       "report,r", po::value(&s.report)->default_value(10), "print a rate line every N batches (0: never)")(
       "epochs", po::value(&s.epochs)->default_value(0), "passes over the data, then exit (0: forever)")(
       "epoch-batches", po::value(&s.epoch_batches)->default_value(0),
       "batches per epoch: the share cut to this or read again until it is met, so that every rank gets as many "
       "(0: the share as it is)")("seed", po::value(&s.order.seed)->default_value(0), "seed of every random choice")(
-      "shuffle", po::value(&s.shuffle_buffer)->default_value(1000), "shuffle buffer in samples (0: none)")(
+
       "size", po::value(&s.format.size)->default_value(224), "output height and width")(
       "val", "validation transform: resize to size*256/224, centre crop, no flip")(
       "interpolation", po::value(&interpolation_)->default_value("bilinear"),
@@ -81,12 +105,45 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage) : options
       "address", po::value(&s.addresses),
       (std::string("URLs to serve on (brace-expanded; default ") + programs::kDefaultServeUrl + ")").c_str());
   programs::add_curve_options(options, curve_);
+  add_reference_options();
+}
+
+// The reference's options with no counterpart above, and shuffling, whose
+// default and -S differ between the two servers as they do in the reference.
+void ImageServerCli::add_reference_options() {
+  ImageServerOptions& s = server;
+  options.add_options()("benchmark,B", po::bool_switch(&s.repeat_first_batch),
+                        "the reference's benchmark: serve the first batch over and over until stopped, reading and "
+                        "decoding nothing more (the transport alone)");
+  if (reference_.num_workers) {
+    options.add_options()("num-workers,N", po::value(&num_workers_)->default_value(0),
+                          "the reference's DataLoader workers: here decoding threads, as --workers (0: leave "
+                          "--workers); with -p, their product");
+  }
+  if (reference_.normalize) {
+    options.add_options()("normalize,n", po::bool_switch(&normalize_),
+                          "the reference's -n: float32 normalised with --mean and --std (as --dtype float32)");
+  }
+  if (reference_.shuffle_by_default) {
+    s.shuffle_buffer = kBareShuffle;
+    options.add_options()("shuffle,S", po::value(&s.shuffle_buffer)->default_value(kBareShuffle),
+                          "each epoch in a new shard order, then a buffer of K samples mixing them (0: no buffer); "
+                          "bare --shuffle or -S (the reference's switch): 1000");
+  } else {
+    s.shuffle_buffer = 0;
+    options.add_options()("shuffle", po::value(&s.shuffle_buffer)->default_value(0),
+                          "each epoch in a new file order, then a buffer of K samples (bare --shuffle: 1000); "
+                          "default: directory order, as the reference's")(
+        "no-shuffle,S", po::bool_switch(&shuffle_switch_),
+        "the reference's switch (its name notwithstanding): each epoch in a new file order, no buffer");
+  }
 }
 
 bool ImageServerCli::parse(int argc, char** argv) {
   po::positional_options_description positional;
   positional.add("address", -1);
-  po::store(po::command_line_parser(argc, argv).options(options).positional(positional).run(), vars_);
+  const std::vector<std::string> args = with_bare_shuffle(argc, argv, reference_.shuffle_by_default);
+  po::store(po::command_line_parser(args).options(options).positional(positional).run(), vars_);
   if (vars_.count("help")) {
     std::cout << options;
     return false;
@@ -102,11 +159,30 @@ void ImageServerCli::finish() {
   s.should_stop = programs::stop_requested;
   programs::install_stop_handlers();
   s.order.with_replacement = vars_.count("resample") > 0;
+  finish_workers();
+  finish_shuffle();
   finish_connection();
   finish_augment();
   finish_format();
   check_bounds();
   if (!s.metrics_address.empty()) (void)metrics::parse_host_port(s.metrics_address);  // refused before serving
+}
+
+// The reference spreads its decoding over -p processes of -N DataLoader
+// workers each; here threads do it all, as many as both together.
+void ImageServerCli::finish_workers() {
+  if (parallel_ < 0 || num_workers_ < 0) throw po::error("-p/-P and -N must not be negative");
+  if (parallel_ == 0 && num_workers_ == 0) return;
+  if (!vars_["workers"].defaulted()) {
+    throw po::error("--workers and the reference's -p/-P/-N all set the decoding threads: give only --workers");
+  }
+  const std::int64_t threads = std::max<std::int64_t>(parallel_, 1) * std::max<std::int64_t>(num_workers_, 1);
+  server.workers = static_cast<int>(std::min<std::int64_t>(threads, std::numeric_limits<int>::max()));
+}
+
+void ImageServerCli::finish_shuffle() {
+  if (reference_.shuffle_by_default) return;  // shard order shuffled each epoch; the buffer as given
+  server.order.shuffle_units = shuffle_switch_ || server.shuffle_buffer > 0;
 }
 
 void ImageServerCli::finish_connection() {
@@ -143,6 +219,11 @@ void ImageServerCli::finish_augment() {
 void ImageServerCli::finish_format() {
   BatchFormat& f = server.format;
   f.metadata = vars_.count("meta") > 0;
+  if (normalize_) {
+    if (!vars_["dtype"].defaulted() && dtype_ != "float32")
+      throw po::error("-n/--normalize means --dtype float32, not --dtype " + formats::printable(dtype_));
+    dtype_ = "float32";
+  }
   const std::optional<ImageLayout> layout = parse_layout(layout_);
   if (!layout || *layout == ImageLayout::kBHW) throw ArgumentError("--layout '" + layout_ + "': expected BHWC or BCHW");
   f.layout = *layout;

@@ -11,9 +11,20 @@
 
 namespace tensorcom::pipeline {
 
+// The reference's options that its two servers spell, or default,
+// differently; each is taken here with the reference's meaning.
+struct ReferenceFlags {
+  const char* parallel = "parallel,p";  // processes there, decoding threads here (-p shards, -P dir)
+  bool num_workers = false;             // -N/--num-workers, the DataLoader's workers there (shards)
+  bool normalize = false;               // -n/--normalize: float32 normalised (dir)
+  // shards: shuffled unless --shuffle 0, -S a bare --shuffle; dir: in
+  // directory order unless -S (the reference's --no-shuffle) or --shuffle.
+  bool shuffle_by_default = true;
+};
+
 // Options both servers take; the caller adds its source options.
 struct ImageServerCli {
-  explicit ImageServerCli(const char* program, const char* usage);
+  ImageServerCli(const char* program, const char* usage, ReferenceFlags reference);
 
   boost::program_options::options_description options;
   // Parses argv; returns false if --help was printed. Installs the frame's
@@ -23,8 +34,11 @@ struct ImageServerCli {
   ImageServerOptions server;
 
  private:
+  void add_reference_options();
   // After parsing: the option values checked and turned into `server`.
   void finish();
+  void finish_workers();
+  void finish_shuffle();
   void finish_connection();
   void finish_augment();
   void finish_format();
@@ -36,6 +50,11 @@ struct ImageServerCli {
   std::string mean_;
   std::string std_;
   std::int64_t linger_ms_ = 10000;
+  ReferenceFlags reference_;
+  std::int64_t parallel_ = 0;     // the reference's -p/-P
+  std::int64_t num_workers_ = 0;  // the reference's -N
+  bool shuffle_switch_ = false;   // dir's -S/--no-shuffle
+  bool normalize_ = false;        // dir's -n/--normalize
   programs::CurveFlags curve_;
 };
 

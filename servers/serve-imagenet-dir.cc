@@ -12,13 +12,22 @@
 namespace po = boost::program_options;
 using namespace tensorcom;
 
+// The reference's default root.
+constexpr const char* kDefaultDir = "./imagenet";
+
 int main(int argc, char** argv) {
   return programs::program_main("serve-imagenet-dir", [&]() -> int {
-    pipeline::ImageServerCli cli("serve-imagenet-dir", "serve-imagenet-dir [options] -d DIR [ADDRESS...]");
+    pipeline::ImageServerCli cli("serve-imagenet-dir", "serve-imagenet-dir [options] [-d DIR] [ADDRESS...]",
+                                 {.parallel = "parallel,P", .normalize = true, .shuffle_by_default = false});
     std::string dir;
-    cli.options.add_options()("dir,d", po::value(&dir)->required(),
+    cli.options.add_options()("dir,d", po::value(&dir)->default_value(kDefaultDir),
                               "ImageFolder root (with train/ and val/, or classes)");
     if (!cli.parse(argc, argv)) return 0;
+    if (!std::filesystem::is_directory(dir)) {
+      throw IoError("no ImageFolder root '" + dir + "' (" +
+                        (cli.vars()["dir"].defaulted() ? "the default of -d; give yours with -d DIR)" : "-d)"),
+                    ENOENT);
+    }
     std::filesystem::path split = std::filesystem::path(dir) / (cli.vars().count("val") ? "val" : "train");
     formats::ImageFolder folder =
         formats::scan_image_folder(std::filesystem::is_directory(split) ? split : std::filesystem::path(dir));

@@ -25,6 +25,17 @@ TEST_CASE("statistics") {
     CHECK(stats.recent_bytes_per_second() == doctest::Approx(2000.0));
     CHECK(stats.summary() == "rate 2.000000 msg/s throughput 2.00e+03 bytes/s samples 20.0/s");
   }
+  SUBCASE("a burst of queued batches is not a rate") {
+    Statistics s(1000, t0);
+    for (int i = 0; i < 10; ++i) s.add(10, 1000, t0 + 1ms + i * 5us);
+    // 45 us between the first and the last, 1 ms since the start: too short.
+    CHECK(s.summary() == "rate 0.000000 msg/s throughput 0.00e+00 bytes/s samples 0.0/s");
+    // The same burst a second after the start: every batch over that second.
+    Statistics later(1000, t0);
+    for (int i = 0; i < 10; ++i) later.add(10, 1000, t0 + 1s + i * 5us);
+    CHECK(later.summary().find("rate 9.99") == 0);
+    CHECK(later.recent_batches_per_second() > 100000);  // the horizon's own rate is left as it is
+  }
   SUBCASE("reset") {
     stats.add(1, 1, t0);
     stats.add_blocked(2s);

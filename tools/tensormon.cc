@@ -34,9 +34,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How often the live display is redrawn: fast enough to look live, slow
-// enough that the terminal is not the bottleneck.
-constexpr auto kLiveInterval = std::chrono::milliseconds(250);
+// The shortest span a rate is computed over. Batches that queued up while
+// tensormon connected (or paused) arrive microseconds apart: over a shorter
+// span they read as a hundred thousand batches a second. Over half a
+// second, k queued batches add at most 2k a second.
+constexpr auto kShortestRateSpan = std::chrono::milliseconds(500);
+// How often the live display is redrawn: no faster than a rate can be
+// computed, and slow enough that the terminal is not the bottleneck.
+constexpr auto kLiveInterval = kShortestRateSpan;
 constexpr double kBytesPerMegabyte = 1e6;
 
 struct MonitorOptions {
@@ -97,6 +102,8 @@ class RateWindow {
     samples_ += samples;
     bytes_ += bytes;
   }
+  // Whether the window is long enough for its rates to mean something.
+  [[nodiscard]] bool long_enough(Clock::time_point now) const { return now - start_ >= kShortestRateSpan; }
   [[nodiscard]] Rates rates(Clock::time_point now, double blocked_seconds) const {
     const double seconds = std::chrono::duration<double>(now - start_).count();
     Rates r = rates_over(seconds, batches_, samples_, bytes_);
@@ -152,10 +159,12 @@ class Monitor {
     }
     if (options_.live) {
       if (now - last_draw_ >= kLiveInterval) draw_live(now, samples, blocked_seconds);
-    } else if (index_ % static_cast<std::uint64_t>(options_.report) == 0) {
-      Rates r = window_.rates(now, blocked_seconds);
-      std::cout << (options_.json ? report_json(index_, r, samples) : report_line(index_, r, samples)) << std::endl;
-      window_.restart(now, blocked_seconds);
+    } else {
+      // A line every N batches, as the reference prints, but one that falls
+      // less than kShortestRateSpan after the last waits for the next batch
+      // that ends a long enough window.
+      if (index_ % static_cast<std::uint64_t>(options_.report) == 0) report_due_ = true;
+      if (report_due_ && window_.long_enough(now)) report(now, samples, blocked_seconds);
     }
   }
 
@@ -201,6 +210,13 @@ class Monitor {
   }
 
  private:
+  void report(Clock::time_point now, std::uint64_t batch_size, double blocked_seconds) {
+    const Rates r = window_.rates(now, blocked_seconds);
+    std::cout << (options_.json ? report_json(index_, r, batch_size) : report_line(index_, r, batch_size)) << std::endl;
+    window_.restart(now, blocked_seconds);
+    report_due_ = false;
+  }
+
   // "\x1b[K" clears what a longer previous line left on the right.
   void draw_live(Clock::time_point now, std::uint64_t batch_size, double blocked_seconds) {
     std::cout << '\r' << report_line(index_, window_.rates(now, blocked_seconds), batch_size) << "\x1b[K" << std::flush;
@@ -215,6 +231,7 @@ class Monitor {
   std::uint64_t first_bytes_ = 0;
   double first_blocked_ = 0;  // waiting before the first batch is not counted
   RateWindow window_;
+  bool report_due_ = false;  // N batches passed since the last line, too quickly to print one
   Clock::time_point last_draw_{};
   bool live_line_shown_ = false;
 };
@@ -256,14 +273,18 @@ int main(int argc, char** argv) {
   return programs::program_main("tensormon", [&]() -> int {
     MonitorOptions o;
     po::options_description options("options");
-    options.add_options()("help,h", "show this help")("report,r", po::value(&o.report)->default_value(o.report),
-                                                      "report every N batches")(
+    options.add_options()("help,h", "show this help")(
+        "report,r", po::value(&o.report)->default_value(o.report),
+        "report every N batches (at least half a second apart: a line falling sooner waits for a later batch)")(
         "count,c", po::value(&o.count)->default_value(o.count),
         "stop after COUNT batches and print a summary (0: never)")(
         "json", po::bool_switch(&o.json), "print JSON objects, one a line, the last with \"summary\": true")(
         "step-ms", po::value(&o.step_ms)->default_value(o.step_ms),
         "spend MS milliseconds per batch, as a trainer's step would: do the servers keep up with it?")(
-        "metrics", po::value(&o.metrics_address), "serve Prometheus metrics on HOST:PORT (port 0: any; default: none)");
+        "metrics", po::value(&o.metrics_address), "serve Prometheus metrics on HOST:PORT (port 0: any; default: none)")(
+        "raw,R", po::bool_switch(),
+        "the reference's raw receive, accepted: receiving here decodes no tensor data (zero-copy views), so it "
+        "changes nothing");
     add_source_options(options, o.source);
     auto vars = parse_command_line(argc, argv,
                                    "usage: tensormon [-r N] [-c COUNT] [--json] [URL...]  (default URL " +

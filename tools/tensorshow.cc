@@ -46,7 +46,18 @@ struct ShowOptions {
   bool write = true;                   // write PNGs (not with --window alone)
   bool window = false;                 // show in an OpenCV window
   std::optional<std::string> classes;  // classes.json
+  bool unbatched = false;              // each message is one sample, as the reference's -b says
+  std::int64_t per_batch = 0;          // images drawn from each batch, the first ones (0: all)
+  std::string mode = "imgclass";       // the reference's -m: images with their classes
 };
+
+// The reference's default: four servers' ports.
+constexpr const char* kDefaultUrls = "zsub://127.0.0.1:{7880..7883}";
+
+// The reference's -t is how long each image stays up (-1: until a key);
+// here -t is the silence timeout, and the window waits for a key.
+constexpr const char* kTimeoutHint =
+    " (in the reference's tensorshow -t -1 kept each image up until a key: here --window always does; leave -t out)";
 
 // Maps element values to 0..255: uint8 as they are, floats min-max scaled
 // over the whole batch (make_grid's normalize=True), so that tiles compare.
@@ -149,6 +160,19 @@ struct BatchImages {
   std::optional<std::size_t> labels;
 };
 
+// The reference's -b: a message that is one sample, every tensor given a
+// leading batch dimension of 1. The views share the batch's memory, which
+// the caller keeps alive.
+TensorList as_batch_of_one(TensorList& sample) {
+  TensorList batch;
+  for (Tensor& t : sample) {
+    Shape shape = t.shape();
+    shape.insert(shape.begin(), 1);
+    batch.push_back(Tensor::view(t.dtype(), std::move(shape), t.data(), t.owner(), t.info()));
+  }
+  return batch;
+}
+
 BatchImages find_batch_images(const TensorList& batch, std::uint64_t number) {
   std::optional<ImageTensorInfo> images = find_images(batch);
   if (!images) {
@@ -221,11 +245,14 @@ int show(const ShowOptions& options) {
   const ClassNames names = options.classes ? read_class_names(*options.classes) : ClassNames{};
   BatchSource source("tensorshow", options.source);
   for (std::int64_t number = 0; number < options.batches; ++number) {
-    std::optional<TensorList> batch = source.next();
-    if (!batch) return source.exit_status();
-    const BatchImages found = find_batch_images(*batch, static_cast<std::uint64_t>(number));
-    const cv::Mat grid = make_grid(*batch, found, names);
-    std::cout << "tensorshow: batch " << number << ": " << describe_batch(*batch, found);
+    std::optional<TensorList> received = source.next();
+    if (!received) return source.exit_status();
+    // Unbatched, the views in batch keep using received's memory.
+    const TensorList batch = options.unbatched ? as_batch_of_one(*received) : std::move(*received);
+    BatchImages found = find_batch_images(batch, static_cast<std::uint64_t>(number));
+    if (options.per_batch > 0) found.images.batch = std::min(found.images.batch, options.per_batch);
+    const cv::Mat grid = make_grid(batch, found, names);
+    std::cout << "tensorshow: batch " << number << ": " << describe_batch(batch, found);
     if (options.write) {
       const std::string path = output_path(options.output, options.batches, number);
       write_png(path, grid);
@@ -240,6 +267,14 @@ int show(const ShowOptions& options) {
 
 void check_options(ShowOptions& o, const po::variables_map& vars) {
   if (o.batches < 1) throw po::error("--batches must be at least 1");
+  if (o.per_batch < 0) throw po::error("--perbatch must not be negative");
+  if (o.mode == "img2img") {
+    throw po::error(
+        "-m img2img (the reference's pairs side by side) is not drawn here: the grid shows the first "
+        "image tensor, as -m imgclass");
+  }
+  if (o.mode != "imgclass") throw po::error("-m '" + o.mode + "': unknown mode (imgclass is the one drawn here)");
+  if (o.source.urls.empty()) o.source.urls = {kDefaultUrls};
   o.write = !o.window || !vars["output"].defaulted();
   if (o.write && !cv::haveImageWriter(o.output)) {
     throw po::error("cannot write images named '" + o.output + "': give a name ending in .png");
@@ -263,12 +298,17 @@ int main(int argc, char** argv) {
         "output,o", po::value(&o.output)->default_value(o.output), "PNG file to write")(
         "classes,C", po::value<std::string>(),
         "JSON class names: {\"0\": \"tench\", ...} or [\"tench\", ...]; else labels show as numbers")(
-        "window", po::bool_switch(&o.window), "show each grid in a window (any key: next, q: quit)");
+        "window", po::bool_switch(&o.window), "show each grid in a window (any key: next, q: quit)")(
+        "unbatched,b", po::bool_switch(&o.unbatched), "each message is one sample, not a batch (the reference's -b)")(
+        "perbatch,B", po::value(&o.per_batch)->default_value(o.per_batch),
+        "draw the first N images of each batch (0: all; the reference showed 1 at a time)")(
+        "mode,m", po::value(&o.mode)->default_value(o.mode), "imgclass: images labelled with their classes");
     add_source_options(options, o.source);
+    o.source.timeout_hint = kTimeoutHint;
     auto vars = parse_command_line(argc, argv,
                                    "usage: tensorshow [-n N] [-o OUT.png] [-C classes.json] [--window] [URL...]"
-                                   "  (default URL " +
-                                       std::string(programs::kDefaultReceiveUrl) + ", brace-expanded)",
+                                   "  (default URLs " +
+                                       std::string(kDefaultUrls) + ", the reference's; brace-expanded)",
                                    options, o.source);
     if (!vars) return 0;
     check_options(o, *vars);

@@ -31,6 +31,7 @@ struct StatOptions {
   SourceOptions source;
   std::int64_t count = 20;  // batches to read
   bool json = false;        // one JSON object instead of text
+  bool raw = false;         // the reference's --raw: the source's rate line only, no statistics
 };
 
 // Count, extremes, mean and sum of squared deviations of a stream of values.
@@ -327,7 +328,18 @@ void print_json(const BatchStatistics& stats) {
   std::cout << report.dump() << std::endl;
 }
 
+// The reference's --raw: batches counted, not looked into.
+int run_raw(const StatOptions& options) {
+  BatchSource source("tensorstat", options.source);
+  std::int64_t batches = 0;
+  while (batches < options.count && source.next()) ++batches;
+  std::cout << "tensorstat: " << batches << " batches from " << source.describe() << '\n'
+            << "source: " << source.stats().summary() << std::endl;
+  return source.exit_status();
+}
+
 int run(const StatOptions& options) {
+  if (options.raw) return run_raw(options);
   BatchSource source("tensorstat", options.source);
   BatchStatistics stats;
   while (stats.batches() < static_cast<std::uint64_t>(options.count)) {
@@ -355,7 +367,9 @@ int main(int argc, char** argv) {
     po::options_description options("options");
     options.add_options()("help,h", "show this help")("count,c", po::value(&o.count)->default_value(o.count),
                                                       "batches to read")("json", po::bool_switch(&o.json),
-                                                                         "print one JSON object instead of text");
+                                                                         "print one JSON object instead of text")(
+        "raw,r", po::bool_switch(&o.raw), "the reference's --raw: count the batches, print only the source's rates")(
+        "unbatched,b", po::bool_switch(), "the reference's switch, accepted and ignored as the reference ignores it");
     add_source_options(options, o.source);
     auto vars = parse_command_line(argc, argv,
                                    "usage: tensorstat [-c N] [--json] [URL...]  (default URL " +
@@ -363,6 +377,7 @@ int main(int argc, char** argv) {
                                    options, o.source);
     if (!vars) return 0;
     if (o.count < 1) throw po::error("--count must be at least 1");
+    if (o.raw && o.json) throw po::error("--raw prints one text line; leave out --json");
     return run(o);
   });
 }

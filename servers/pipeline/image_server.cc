@@ -89,7 +89,9 @@ class ImageServer {
   void augment_into_batch(imaging::ImageAugmenter& augmenter, RawSample& sample, std::int32_t label,
                           std::vector<std::uint8_t>& scratch, WorkerClocks& clocks);
   void publish();
+  void repeat(const TensorList& batch);
   bool send(const TensorList& batch);
+  bool send_counted(const TensorList& batch);
   void report() const;
   void summary(double seconds) const;
   void write_metrics(metrics::MetricsText& out);
@@ -298,6 +300,14 @@ bool ImageServer::send(const TensorList& batch) {
   }
 }
 
+// Sends the batch and counts it; false when serving ends.
+bool ImageServer::send_counted(const TensorList& batch) {
+  if (!send(batch)) return false;
+  sent_.sent(static_cast<std::uint64_t>(batch[1].dim(0)), batch_bytes(batch));
+  if (options_.report && sent_.batches() % options_.report == 0) report();
+  return true;
+}
+
 void ImageServer::publish() {
   while (auto batch = assembler_.next_ready()) {
     TensorList list{batch->images, batch->labels};
@@ -305,9 +315,17 @@ void ImageServer::publish() {
       list.push_back(metadata_tensor(
           {std::move(batch->keys), std::move(batch->shards), server_id_, sent_.batches(), std::move(batch->geometry)}));
     }
-    if (!send(list)) return;
-    sent_.sent(static_cast<std::uint64_t>(batch->labels.dim(0)), batch_bytes(list));
-    if (options_.report && sent_.batches() % options_.report == 0) report();
+    if (!send_counted(list)) return;
+    if (options_.repeat_first_batch) return repeat(list);
+  }
+}
+
+// The reader and workers are stopped first, so that decoding takes no CPU
+// from sending: what is measured is the transport alone.
+void ImageServer::repeat(const TensorList& batch) {
+  queue_.close();
+  assembler_.cancel();
+  while (!stop_requested() && send_counted(batch)) {
   }
 }
 

@@ -34,7 +34,10 @@ struct ImageServerOptions {
   // (every rank sees every sample). 0: send once one subscribes; drop for
   // slow ones.
   std::uint64_t subscribers = 0;
-  std::uint64_t report = 10;                                 // a rate line every N batches (0: never)
+  std::uint64_t report = 10;  // a rate line every N batches (0: never)
+  // The reference's --benchmark: serve the first batch over and over until
+  // stopped, the readers and workers stopped, to measure the transport alone.
+  bool repeat_first_batch = false;
   std::int32_t classes = 0;                                  // labels must be below this (0: any non-negative int32)
   std::uint64_t max_image_bytes = std::uint64_t{256} << 20;  // larger encoded images are skipped unread
   std::size_t max_batches = 0;  // batch buffers in memory (0: 2 + 2 x workers / batch, at least 4)

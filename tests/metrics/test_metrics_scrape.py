@@ -350,7 +350,7 @@ def test_hostile_http_clients_cannot_stop_scrapes(tmp_path):
 
 # --- the bottleneck --------------------------------------------------------------
 
-def bottleneck_of(tmp_path, server_args, monitor_args, n=30):
+def bottleneck_of(tmp_path, server_args, monitor_args, n=60):
     path = write_ten(tmp_path / "b.ten", 10)
     with serve_ten(path, "--epochs", 0, *server_args) as (_, _, url):
         r = subprocess.run([need(TENSORMON), "--json", "-c", str(n), "-r", "10", *map(str, monitor_args), url],
@@ -377,8 +377,9 @@ def test_tensormon_names_a_slow_consumer(tmp_path):
 
 def test_tensormon_prints_the_bottleneck_in_its_lines(tmp_path):
     path = write_ten(tmp_path / "c.ten", 10)
+    # Lines at least half a second apart: 2.2 s of batches for four of them.
     with serve_ten(path, "--epochs", 0, "--rate", 100) as (_, _, url):
-        r = subprocess.run([need(TENSORMON), "-c", "40", "-r", "10", url], capture_output=True, text=True,
+        r = subprocess.run([need(TENSORMON), "-c", "220", "-r", "10", url], capture_output=True, text=True,
                            timeout=RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()

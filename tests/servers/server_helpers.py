@@ -8,6 +8,7 @@ Only Debian's python3 packages are used (numpy, zmq, cv2, msgpack).
 import io
 import os
 import re
+import signal
 import subprocess
 import sys
 import tarfile
@@ -167,10 +168,13 @@ def close_server(proc, pull, ctx):
     ctx.term()
 
 
-def run_server(args, tmpdir, exe=SHARDS_EXE, deadline_s=RUN_DEADLINE_S, receive=True, preexec_fn=None):
+def run_server(args, tmpdir, exe=SHARDS_EXE, deadline_s=RUN_DEADLINE_S, receive=True, preexec_fn=None, cwd=None,
+               stop_after=None):
     """Runs exe with args plus a zpush+ipc address whose PULL end is bound
     here first; receives until the server has exited and nothing more comes.
-    Returns a Run. The process is killed if it outlives the deadline."""
+    stop_after: send SIGTERM once that many batches came (for servers that
+    serve until stopped). Returns a Run. The process is killed if it
+    outlives the deadline."""
     sock_path = os.path.join(tmpdir, "s")
     assert len(sock_path) < 100, sock_path
     ctx = zmq.Context()
@@ -185,7 +189,8 @@ def run_server(args, tmpdir, exe=SHARDS_EXE, deadline_s=RUN_DEADLINE_S, receive=
         pull.bind("ipc://" + sock_path)
         cmd = [exe] + list(args) + (["zpush+ipc://" + sock_path] if receive else [])
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
+            proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, preexec_fn=preexec_fn,
+                                    cwd=cwd)
         poller = zmq.Poller()
         poller.register(pull, zmq.POLLIN)
         start = time.monotonic()
@@ -198,6 +203,8 @@ def run_server(args, tmpdir, exe=SHARDS_EXE, deadline_s=RUN_DEADLINE_S, receive=
                 arrays, tinfos = tb.decode_message(frames, with_infos=True)
                 batches.append(arrays)
                 infos.append(tinfos)
+                if stop_after is not None and len(batches) == stop_after:
+                    proc.send_signal(signal.SIGTERM)
                 continue
             if exited_at is None:
                 if proc.poll() is not None:
@@ -221,10 +228,10 @@ def run_server(args, tmpdir, exe=SHARDS_EXE, deadline_s=RUN_DEADLINE_S, receive=
     return Run(rc, out, err, batches, infos)
 
 
-def run_plain(args, exe=SHARDS_EXE, timeout=30):
+def run_plain(args, exe=SHARDS_EXE, timeout=30, cwd=None):
     """Runs exe without receiving (for argument errors); returns (rc, out, err)."""
     proc = subprocess.run([exe] + list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, timeout=timeout)
+                          stderr=subprocess.PIPE, timeout=timeout, cwd=cwd)
     return proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
 
 

@@ -50,7 +50,8 @@ std::optional<po::variables_map> parse_command_line(int argc, char** argv, const
   }
   po::notify(vars);
   if (!(source.timeout_s > 0 && source.timeout_s <= kMaxTimeoutSeconds)) {
-    throw po::error("--timeout must be a number of seconds in (0, " + format_seconds(kMaxTimeoutSeconds) + "]");
+    throw po::error("--timeout must be a number of seconds in (0, " + format_seconds(kMaxTimeoutSeconds) + "]" +
+                    source.timeout_hint);
   }
   return vars;
 }

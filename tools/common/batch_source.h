@@ -26,6 +26,7 @@ struct SourceOptions {
   double timeout_s = 10;          // silence, in seconds, before saying so
   bool timeout_exit = false;      // give up after one silence instead of waiting on
   programs::CurveFlags curve;     // CURVE certificates, if any
+  std::string timeout_hint;       // appended to the refusal of a --timeout out of range (empty: none)
 };
 
 // Adds --timeout/-t, --timeout-exit and the CURVE options, bound to source.

@@ -55,7 +55,10 @@ class Statistics {
   [[nodiscard]] double recent_bytes_per_second() const noexcept;
 
   // "rate 12.345678 msg/s throughput 4.62e+08 bytes/s samples 3160.5/s", as
-  // the reference prints it, with samples/s added.
+  // the reference prints it, with samples/s added. The rates are the recent
+  // horizon's once it spans half a second, before that those since
+  // started(), and zero while that too is shorter: a burst of queued batches
+  // is not a rate.
   [[nodiscard]] std::string summary() const;
 
  private:
