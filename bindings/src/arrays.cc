@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include <bit>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,16 +23,38 @@ bool interpreter_finalizing() noexcept {
 #endif
 }
 
+// Objects whose last owner went on a thread without the GIL.
+class PutAside {
+ public:
+  void add(PyObject* object) {
+    std::lock_guard lock(mutex_);
+    objects_.push_back(object);
+  }
+
+  std::vector<PyObject*> take() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(objects_, {});
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<PyObject*> objects_;
+};
+
+PutAside& put_aside() {
+  static auto* objects = new PutAside;  // never destroyed: owners may drop during exit
+  return *objects;
+}
+
 void release_python_object(const void* pointer) {
-  auto* held = static_cast<py::object*>(const_cast<void*>(pointer));
-  if (!Py_IsInitialized() || interpreter_finalizing()) {
-    // Taking the GIL now could hang this thread; the process is ending anyway.
-    (void)held->release();
-    delete held;
+  auto* object = static_cast<PyObject*>(const_cast<void*>(pointer));
+  // Leaked while the process ends: the interpreter may be gone.
+  if (Py_IsInitialized() == 0 || interpreter_finalizing()) return;
+  if (PyGILState_Check() == 0) {
+    put_aside().add(object);
     return;
   }
-  py::gil_scoped_acquire gil;
-  delete held;
+  Py_DECREF(object);
 }
 
 // The tenbin dtype of a numpy dtype, if it has one.
@@ -51,7 +74,21 @@ std::string type_name(py::handle object) { return py::str(py::type::handle_of(ob
 }  // namespace
 
 std::shared_ptr<const void> python_owner(py::object object) {
-  return std::shared_ptr<const void>(new py::object(std::move(object)), release_python_object);
+  release_put_aside();
+  return std::shared_ptr<const void>(object.release().ptr(), release_python_object);
+}
+
+void release_put_aside() noexcept {
+  for (PyObject* object : put_aside().take()) Py_DECREF(object);
+}
+
+TensorList borrowed_views(const TensorList& tensors) {
+  TensorList out;
+  out.reserve(tensors.size());
+  for (const Tensor& t : tensors) {
+    out.push_back(Tensor::view(t.dtype(), t.shape(), const_cast<std::byte*>(t.data()), nullptr, t.info()));
+  }
+  return out;
 }
 
 py::array to_array(const Tensor& tensor, bool writable) {

@@ -5,9 +5,12 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "tensorcom/tensor.h"
 
@@ -15,11 +18,47 @@ namespace tensorcom::python {
 
 namespace py = pybind11;
 
-// An owner for Tensor views that keeps object alive. Its deleter takes the
-// GIL, so the last reference may be dropped on any thread (ZeroMQ's I/O
-// thread drops the owners of sent frames); during interpreter shutdown the
-// object is leaked instead. REQUIRES: the GIL is held.
+// Runs work() without the GIL and returns what it returns. Unlike
+// py::gil_scoped_release, the GIL is taken back in ordinary code, never in a
+// destructor: Python ends a daemon thread that wants the GIL while the
+// interpreter finalizes by unwinding it (pthread_exit), and unwinding out of
+// a destructor (noexcept) would terminate the whole process instead.
+template <class Work>
+auto without_gil(Work&& work) {
+  using Result = std::invoke_result_t<Work&>;
+  std::exception_ptr failure;
+  PyThreadState* state = PyEval_SaveThread();
+  if constexpr (std::is_void_v<Result>) {
+    try {
+      work();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    PyEval_RestoreThread(state);
+    if (failure) std::rethrow_exception(failure);
+  } else {
+    std::optional<Result> result;
+    try {
+      result.emplace(work());
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    PyEval_RestoreThread(state);
+    if (failure) std::rethrow_exception(failure);
+    return std::move(*result);
+  }
+}
+
+// An owner for Tensor views that keeps object alive. The last reference may
+// be dropped on any thread: where the GIL is not held (ZeroMQ's I/O thread
+// drops the owners of sent frames) the object is put aside, never the GIL
+// taken there, and released by the next release_put_aside(); during
+// interpreter shutdown it is leaked. REQUIRES: the GIL is held.
 [[nodiscard]] std::shared_ptr<const void> python_owner(py::object object);
+
+// Releases the objects put aside by owners dropped without the GIL; every
+// send and receive calls it. REQUIRES: the GIL is held.
+void release_put_aside() noexcept;
 
 // A numpy array viewing the tensor's memory. The array's base is a capsule
 // holding a copy of the tensor, so the tensor's owner (a received message, a
@@ -42,6 +81,10 @@ namespace py = pybind11;
 // Tensors for a list of arrays; infos (None or a sequence of str) is used
 // round-robin, as the reference does.
 [[nodiscard]] TensorList to_tensors(py::handle arrays, py::handle infos);
+
+// Views of the same memory without owners: what is sent from them is copied
+// while the caller keeps the tensors (and their owners) alive.
+[[nodiscard]] TensorList borrowed_views(const TensorList& tensors);
 
 void bind_errors(py::module_& m);
 void bind_tenbin(py::module_& m);

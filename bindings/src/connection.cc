@@ -49,9 +49,11 @@ class PyConnection {
   // Connection::close), and ZeroMQ's I/O thread may need the GIL to release
   // sent arrays meanwhile. The statistics stay readable.
   void close() {
-    py::gil_scoped_release release;
-    std::lock_guard lock(mutex_);
-    connection_.close();
+    without_gil([&] {
+      std::lock_guard lock(mutex_);
+      connection_.close();
+    });
+    release_put_aside();
   }
 
   [[nodiscard]] bool closed() const noexcept { return connection_.closed(); }
@@ -68,12 +70,14 @@ class PyConnection {
       std::optional<Milliseconds> left = timeout;
       if (timeout)
         left = std::max(Milliseconds(0), *timeout - std::chrono::duration_cast<Milliseconds>(Clock::now() - start));
+      release_put_aside();
       try {
-        py::gil_scoped_release release;
-        std::lock_guard lock(mutex_);
-        std::optional<TensorList> batch = get().recv(left);
-        if (metrics_server_) metrics_.update(connection_);
-        return batch;
+        return without_gil([&] {
+          std::lock_guard lock(mutex_);
+          std::optional<TensorList> batch = get().recv(left);
+          if (metrics_server_) metrics_.update(connection_);
+          return batch;
+        });
       } catch (const TransportError& e) {
         if (e.code() != EINTR) throw;
       }
@@ -89,15 +93,22 @@ class PyConnection {
     return std::move(*batch);
   }
 
-  void send(const TensorList& batch, std::optional<bool> multipart) {
+  // copy: ZeroMQ gets copies of the arrays, made before send returns (the
+  // caller's arrays are alive until then), so the caller may refill them.
+  // Otherwise it reads the arrays themselves, later, holding them alive.
+  void send(const TensorList& batch, std::optional<bool> multipart, bool copy) {
+    release_put_aside();
+    const TensorList views = copy ? borrowed_views(batch) : TensorList();
+    const TensorList& sent = copy ? views : batch;
     try {
-      py::gil_scoped_release release;
-      std::lock_guard lock(mutex_);
-      if (multipart) {
-        get().send(batch, *multipart ? Framing::kMultipart : Framing::kSingleBuffer);
-      } else {
-        get().send(batch);
-      }
+      without_gil([&] {
+        std::lock_guard lock(mutex_);
+        if (multipart) {
+          get().send(sent, *multipart ? Framing::kMultipart : Framing::kSingleBuffer);
+        } else {
+          get().send(sent);
+        }
+      });
       return;
     } catch (const TransportError& e) {
       if (e.code() != EINTR) throw;
@@ -130,12 +141,15 @@ class PyConnection {
 
 py::tuple batch_tuple(const TensorList& batch) { return py::make_tuple(to_arrays(batch), infos_of(batch)); }
 
-std::unique_ptr<PyConnection> make_connection(
-    const std::vector<std::string>& urls, bool multipart, std::optional<double> timeout, std::uint64_t epoch,
-    std::int64_t total, std::optional<std::string> topic, int send_hwm, int recv_hwm, double heartbeat,
-    double heartbeat_timeout, double reconnect, double reconnect_max, double linger, std::int64_t max_message_size,
-    std::size_t stats_horizon, bool expand_braces, std::optional<std::string> curve_secret,
-    std::optional<std::string> curve_server, std::optional<std::string> curve_allow) {
+std::unique_ptr<PyConnection> make_connection(const std::vector<std::string>& urls, bool multipart,
+                                              std::optional<double> timeout, std::uint64_t epoch, std::int64_t total,
+                                              std::optional<std::string> topic, int send_hwm, int recv_hwm,
+                                              std::int64_t queue_bytes, double heartbeat, double heartbeat_timeout,
+                                              double reconnect, double reconnect_max, double linger,
+                                              std::int64_t max_message_size, std::size_t stats_horizon,
+                                              bool expand_braces, std::optional<std::string> curve_secret,
+                                              std::optional<std::string> curve_server,
+                                              std::optional<std::string> curve_allow) {
   if (urls.empty()) throw UrlError("a connection needs at least one URL");
   ConnectionOptions options;
   options.framing = multipart ? Framing::kMultipart : Framing::kSingleBuffer;
@@ -145,6 +159,7 @@ std::unique_ptr<PyConnection> make_connection(
   options.topic = std::move(topic);
   options.send_high_water_mark = send_hwm;
   options.receive_high_water_mark = recv_hwm;
+  options.queue_bytes = queue_bytes;
   options.heartbeat = to_milliseconds(heartbeat, "heartbeat");
   options.heartbeat_timeout = to_milliseconds(heartbeat_timeout, "heartbeat_timeout");
   options.reconnect = to_milliseconds(reconnect, "reconnect");
@@ -267,6 +282,7 @@ py::dict connection_defaults() {
   d["total"] = o.total;
   d["send_hwm"] = o.send_high_water_mark;
   d["recv_hwm"] = o.receive_high_water_mark;
+  d["queue_bytes"] = o.queue_bytes;
   d["heartbeat"] = seconds(o.heartbeat);
   d["heartbeat_timeout"] = seconds(o.heartbeat_timeout);
   d["reconnect"] = seconds(o.reconnect);
@@ -287,9 +303,9 @@ void bind_connection(py::module_& m) {
       // Every argument given: tensorcom.Connection fills them from connection_defaults().
       .def(py::init(&make_connection), py::arg("urls"), py::kw_only(), py::arg("multipart"), py::arg("timeout"),
            py::arg("epoch"), py::arg("total"), py::arg("topic"), py::arg("send_hwm"), py::arg("recv_hwm"),
-           py::arg("heartbeat"), py::arg("heartbeat_timeout"), py::arg("reconnect"), py::arg("reconnect_max"),
-           py::arg("linger"), py::arg("max_message_size"), py::arg("stats_horizon"), py::arg("expand_braces"),
-           py::arg("curve_secret"), py::arg("curve_server"), py::arg("curve_allow"))
+           py::arg("queue_bytes"), py::arg("heartbeat"), py::arg("heartbeat_timeout"), py::arg("reconnect"),
+           py::arg("reconnect_max"), py::arg("linger"), py::arg("max_message_size"), py::arg("stats_horizon"),
+           py::arg("expand_braces"), py::arg("curve_secret"), py::arg("curve_server"), py::arg("curve_allow"))
       .def(
           "recv",
           [](PyConnection& self, std::optional<double> timeout) -> py::object {
@@ -303,11 +319,30 @@ void bind_connection(py::module_& m) {
           "(arrays, infos) of the next batch; TimeoutError after the connection's timeout")
       .def(
           "send",
-          [](PyConnection& self, py::handle arrays, py::handle infos, std::optional<bool> multipart) {
-            self.send(to_tensors(arrays, infos), multipart);
+          [](PyConnection& self, py::handle arrays, py::handle infos, std::optional<bool> multipart, bool copy) {
+            self.send(to_tensors(arrays, infos), multipart, copy);
           },
-          py::arg("arrays"), py::arg("infos") = py::none(), py::arg("multipart") = py::none(),
-          "sends a list of arrays without copying them (multipart: None keeps the connection's framing)")
+          py::arg("arrays"), py::arg("infos") = py::none(), py::arg("multipart") = py::none(), py::arg("copy") = true,
+          "sends a list of arrays (multipart: None keeps the connection's framing); copy=False hands ZeroMQ the "
+          "arrays themselves, which must not change until sent")
+      .def(
+          "set_timeout",
+          [](PyConnection& self, std::optional<double> seconds) { self.get().set_timeout(to_timeout(seconds)); },
+          py::arg("seconds"))
+      .def(
+          "set_linger",
+          [](PyConnection& self, double seconds) { self.get().set_linger(to_milliseconds(seconds, "linger")); },
+          py::arg("seconds"))
+      .def(
+          "set_high_water_marks",
+          [](PyConnection& self, int send, int receive) { self.get().set_high_water_marks(send, receive); },
+          py::arg("send"), py::arg("receive"))
+      .def(
+          "fileno", [](PyConnection& self) { return self.get().poll_descriptor(); },
+          "a descriptor for select/poll: readable when a batch may be received (see Connection::poll_descriptor)")
+      .def(
+          "message_waiting", [](PyConnection& self) { return self.get().message_waiting(); },
+          "whether a message can be received without waiting")
       .def("connect", &PyConnection::connect, py::arg("urls"), "binds or connects more URLs on the same socket")
       .def("serve_metrics", &PyConnection::serve_metrics, py::arg("address"),
            "serves Prometheus metrics of what is received on HOST:PORT; returns the URL")

@@ -114,10 +114,7 @@ class ImageTransform {
   template <typename Work>
   void with_augmenter(Work&& work) {
     std::unique_ptr<ImageAugmenter> augmenter = borrow();
-    {
-      py::gil_scoped_release nogil;
-      work(*augmenter);
-    }
+    without_gil([&] { work(*augmenter); });
     release(std::move(augmenter));
   }
 

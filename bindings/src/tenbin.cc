@@ -45,10 +45,7 @@ py::bytearray encode_buffer(py::handle arrays, py::handle infos) {
   if (out == nullptr) throw py::error_already_set();
   py::bytearray result = py::reinterpret_steal<py::bytearray>(out);
   std::span<std::byte> target(reinterpret_cast<std::byte*>(PyByteArray_AS_STRING(out)), size);
-  {
-    py::gil_scoped_release release;
-    (void)encode_into(tensors, target);
-  }
+  without_gil([&] { (void)encode_into(tensors, target); });
   return result;
 }
 
@@ -94,21 +91,13 @@ py::list chunk_spans(py::handle buffer) {
 }
 
 py::tuple read_ten(const std::string& path) {
-  TensorList tensors;
-  {
-    py::gil_scoped_release release;
-    tensors = tensorcom::read_ten(path);
-  }
+  TensorList tensors = without_gil([&] { return tensorcom::read_ten(path); });
   // The mapping is private (copy-on-write): writing never reaches the file.
   return arrays_and_infos(tensors, true);
 }
 
 py::list read_ten_lists(const std::string& path, std::size_t tensors_per_list) {
-  std::vector<TensorList> lists;
-  {
-    py::gil_scoped_release release;
-    lists = tensorcom::read_ten_lists(path, tensors_per_list);
-  }
+  std::vector<TensorList> lists = without_gil([&] { return tensorcom::read_ten_lists(path, tensors_per_list); });
   py::list out;
   for (const TensorList& list : lists) out.append(arrays_and_infos(list, true));
   return out;
@@ -116,10 +105,11 @@ py::list read_ten_lists(const std::string& path, std::size_t tensors_per_list) {
 
 void write_ten(const std::string& path, py::handle arrays, py::handle infos, bool append) {
   const TensorList tensors = to_tensors(arrays, infos);
-  py::gil_scoped_release release;
-  TenWriter writer(path, append ? TenWriter::Mode::kAppend : TenWriter::Mode::kTruncate);
-  writer.write(tensors);
-  writer.close();
+  without_gil([&] {
+    TenWriter writer(path, append ? TenWriter::Mode::kAppend : TenWriter::Mode::kTruncate);
+    writer.write(tensors);
+    writer.close();
+  });
 }
 
 }  // namespace

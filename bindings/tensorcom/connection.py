@@ -7,18 +7,24 @@ copying (it holds them until written). One thread at a time per Connection.
 docs/python.md lists where it differs from the reference.
 """
 
+from time import monotonic as _monotonic
 from urllib.parse import urlparse
 
 from . import _tensorcom
 from ._tensorcom import ArgumentError, Statistics, TimeoutError, UnavailableError
 from .converters import device_converter, listify, make_converters, transform_with
-from .tenbin import as_list, check_acceptable_input_type, decode_buffer, decode_list, encode_buffer, encode_list
+from .tenbin import as_list, check_acceptable_input_type, check_infos, decode_buffer, decode_list, encode_buffer, \
+    encode_list
 
 # The C++ ConnectionOptions' defaults (durations in seconds): one home for them.
 _DEFAULTS = _tensorcom.connection_defaults()
 
 _WAIT = object()  # recv(): wait as iteration does
 _NOBLOCK = 1      # zmq.NOBLOCK (zmq.DONTWAIT)
+
+
+def _as_str(value):
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _path_or_none(path):
@@ -33,13 +39,38 @@ def _first_dim(batch):
     return int(shape[0]) if shape else 1
 
 
-def _would_block():
-    """zmq.Again where pyzmq is installed (what pyzmq code catches), else TimeoutError."""
+def _pyzmq():
     try:
         import zmq
     except ImportError:
-        return TimeoutError("no message (NOBLOCK)")
-    return zmq.Again()
+        return None
+    return zmq
+
+
+def _timeout_class():
+    """The error a receive that waited in vain raises: tensorcom.TimeoutError,
+    and where pyzmq is installed also a zmq.Again, which pyzmq code (and the
+    reference's, whose sockets had RCVTIMEO) catches."""
+    global _TIMEOUT
+    if _TIMEOUT is None:
+        zmq = _pyzmq()
+        _TIMEOUT = TimeoutError if zmq is None else type("TimeoutError", (TimeoutError, zmq.Again), {
+            "__module__": "tensorcom", "__init__": lambda self, message: TimeoutError.__init__(self, message),
+            "__str__": lambda self: TimeoutError.__str__(self)})
+    return _TIMEOUT
+
+
+_TIMEOUT = None
+
+
+def _would_block():
+    return _timeout_class()("no message (NOBLOCK)")
+
+
+# pyzmq's option numbers (zmq.RCVTIMEO, ...) for the options reference code
+# sets; pyzmq itself is not needed.
+_SNDHWM, _RCVHWM, _LINGER, _RCVTIMEO, _SNDTIMEO, _SUBSCRIBE, _TYPE, _FD, _EVENTS = 23, 24, 17, 27, 28, 6, 16, 14, 15
+_POLLIN, _POLLOUT = 1, 2
 
 
 class ConnectionSocket:
@@ -47,11 +78,15 @@ class ConnectionSocket:
     reference's socket (send, recv, send_multipart, recv_multipart, close),
     done by the C++ connection. Messages are tenbin batches: frames sent are
     decoded and sent as arrays; frames received are the batch re-framed
-    (headers and zero-copy views of the data). Socket options are the
-    Connection's arguments; setsockopt/getsockopt refuse."""
+    (headers and zero-copy views of the data). setsockopt takes the options
+    reference code sets (RCVTIMEO, LINGER, SNDHWM, RCVHWM, SUBSCRIBE to the
+    connection's topic) and refuses others naming the Connection argument;
+    fileno() makes it pollable (pyzmq's Poller, select)."""
 
     def __init__(self, connection):
         self._connection = connection
+        self._hwm = {_SNDHWM: connection._options["send_hwm"], _RCVHWM: connection._options["recv_hwm"]}
+        self._fd = None
 
     # The fast path of tensorcom.tenbin's z* functions.
     def _tensorcom_send(self, arrays, infos, multipart):
@@ -64,10 +99,10 @@ class ConnectionSocket:
         return got
 
     def send_multipart(self, frames, flags=0, copy=True, track=False, **kwargs):
-        self._connection.send(decode_list(frames), multipart=True, allow64=True)
+        self._connection.send(decode_list(frames), multipart=True, allow64=True, copy=copy)
 
     def send(self, data, flags=0, copy=True, track=False, **kwargs):
-        self._connection.send(decode_buffer(data), multipart=False, allow64=True)
+        self._connection.send(decode_buffer(data), multipart=False, allow64=True, copy=copy)
 
     def recv_multipart(self, flags=0, copy=True, track=False):
         arrays, infos = self._tensorcom_recv(flags)
@@ -85,11 +120,65 @@ class ConnectionSocket:
         return self._connection.socket is not self
 
     def setsockopt(self, option, value):
-        raise UnavailableError(f"socket option {option}: give it as a Connection argument (timeout, linger, "
-                               "send_hwm, recv_hwm, topic, ...): see docs/python.md")
+        c = self._connection
+        if option == _RCVTIMEO:
+            c.timeout = None if value < 0 else value / 1000.0
+        elif option == _LINGER:
+            c._core().set_linger(max(value, 0) / 1000.0)
+        elif option in (_SNDHWM, _RCVHWM):
+            self._hwm[option] = value
+            c._core().set_high_water_marks(self._hwm[_SNDHWM], self._hwm[_RCVHWM])
+        elif option == _SUBSCRIBE and _as_str(value) in ("", c._options["topic"] or ""):
+            pass  # the connection subscribes to its topic already
+        else:
+            raise UnavailableError(f"socket option {option} = {value!r}: give it as a Connection argument (timeout, "
+                                   "linger, send_hwm, recv_hwm, topic, ...): see docs/python.md")
 
     def getsockopt(self, option):
+        c = self._connection
+        if option == _RCVTIMEO:
+            return -1 if c.timeout is None else int(round(c.timeout * 1000))
+        if option in (_SNDHWM, _RCVHWM):
+            return self._hwm[option]
+        if option == _FD:
+            return self.fileno()
+        if option == _EVENTS:
+            return _POLLIN if c._core().message_waiting() else 0
         raise UnavailableError(f"socket option {option}: read it from the Connection (timeout, total, ...)")
+
+    setsockopt_string = setsockopt
+
+    def fileno(self):
+        """A descriptor, the same for the connection's life, that polls
+        readable while a batch may be received (pyzmq's Poller and select
+        call this before each wait, which is what keeps it true)."""
+        self._fd = self._connection._core().fileno()
+        return self._fd
+
+    # pyzmq's Poller.poll reports objects polled by fileno() as that number:
+    # equal to it, `socket in dict(poller.poll())` holds as for a pyzmq socket.
+    def __hash__(self):
+        return hash(self._fd if self._fd is not None else self.fileno())
+
+    def __eq__(self, other):
+        if isinstance(other, int) and not isinstance(other, bool):
+            return other == (self._fd if self._fd is not None else self.fileno())
+        return self is other
+
+    def poll(self, timeout=None, flags=_POLLIN):
+        """pyzmq's Socket.poll: POLLIN if a batch can be received within
+        timeout milliseconds (None: forever), else 0."""
+        import select
+        core = self._connection._core()
+        deadline = None if timeout is None else _monotonic() + timeout / 1000.0
+        while True:
+            fd = self.fileno()
+            if core.message_waiting():
+                return _POLLIN & flags
+            left = None if deadline is None else deadline - _monotonic()
+            if left is not None and left <= 0:
+                return 0
+            select.select([fd], [], [], left)
 
     set = setsockopt
     get = getsockopt
@@ -110,8 +199,8 @@ class Connection:
                  "cuda", "cuda:1"), a shorthand for converters=totorch(device=...);
                  None (default) leaves them NumPy arrays
     allow64      let send() take float64, int64 and uint64 arrays
-    raw          recv() and iteration return each message's frames undecoded
-                 ([header, data, ...]; tenbin.decode_list decodes them)
+    raw          accepted and ignored, as by the reference (whose constructor
+                 never set it); undecoded frames: socket.recv_multipart()
     batch_transforms, converters
                  callables (or names: "torch", "torch_cuda", "numpy") applied to
                  each received array, round-robin over the batch, in that order
@@ -121,9 +210,12 @@ class Connection:
     noexpand     take each URL literally, without brace expansion
     Keyword-only, the project's own:
     timeout      seconds iteration waits before tensorcom.TimeoutError (None: forever)
+    copy         send() copies the arrays into the message (default), so a
+                 buffer may be refilled at once; False hands ZeroMQ the arrays
+                 themselves, which must then not change until sent
     topic        SUB subscription (default: the URL's #fragment)
-    send_hwm, recv_hwm, heartbeat, heartbeat_timeout, reconnect, reconnect_max,
-    linger, max_message_size
+    send_hwm, recv_hwm, queue_bytes, heartbeat, heartbeat_timeout, reconnect,
+    reconnect_max, linger, max_message_size
                  as ConnectionOptions in connection.h (durations in seconds)
     curve_secret, curve_server, curve_allow
                  CURVE security (docs/security.md)
@@ -138,8 +230,8 @@ class Connection:
     def __init__(self, url=None, epoch=_DEFAULTS["epoch"], total=_DEFAULTS["total"], multipart=_DEFAULTS["multipart"],
                  infos=None, device=None, allow64=False, raw=False, batch_transforms=None, batch_count=True,
                  converters=None, report=-1, stats_horizon=_DEFAULTS["stats_horizon"], noexpand=False, *,
-                 timeout=_DEFAULTS["timeout"], topic=None, send_hwm=_DEFAULTS["send_hwm"],
-                 recv_hwm=_DEFAULTS["recv_hwm"], heartbeat=_DEFAULTS["heartbeat"],
+                 timeout=_DEFAULTS["timeout"], copy=True, topic=None, send_hwm=_DEFAULTS["send_hwm"],
+                 recv_hwm=_DEFAULTS["recv_hwm"], queue_bytes=_DEFAULTS["queue_bytes"], heartbeat=_DEFAULTS["heartbeat"],
                  heartbeat_timeout=_DEFAULTS["heartbeat_timeout"], reconnect=_DEFAULTS["reconnect"],
                  reconnect_max=_DEFAULTS["reconnect_max"], linger=_DEFAULTS["linger"],
                  max_message_size=_DEFAULTS["max_message_size"], curve_secret=None, curve_server=None,
@@ -153,6 +245,7 @@ class Connection:
         self.device = device
         self.allow64 = allow64
         self.raw = raw
+        self.copy = copy
         self.batch_transforms = listify(batch_transforms)
         self.converters = make_converters(converters if device is None else device_converter(device))
         self.batch_count = batch_count
@@ -164,7 +257,7 @@ class Connection:
         self.context = None  # the ZeroMQ context lives in C++
         self.addr = None
         self._options = dict(multipart=multipart, timeout=timeout, epoch=epoch, total=total, topic=topic,
-                             send_hwm=send_hwm, recv_hwm=recv_hwm, heartbeat=heartbeat,
+                             send_hwm=send_hwm, recv_hwm=recv_hwm, queue_bytes=queue_bytes, heartbeat=heartbeat,
                              heartbeat_timeout=heartbeat_timeout, reconnect=reconnect, reconnect_max=reconnect_max,
                              linger=linger, max_message_size=max_message_size, stats_horizon=stats_horizon,
                              expand_braces=not noexpand, curve_secret=_path_or_none(curve_secret),
@@ -220,16 +313,17 @@ class Connection:
 
     # --- sending ---------------------------------------------------------------
 
-    def send(self, data, infos=None, allow64=None, multipart=None):
+    def send(self, data, infos=None, allow64=None, multipart=None, copy=None):
         """Sends a list of arrays (or of anything numpy.asarray takes, CPU torch
-        tensors included). C-contiguous little-endian arrays are not copied:
-        do not change them until ZeroMQ has sent them.
-        allow64 (default: the connection's) lets 64-bit arrays go; multipart
-        (default: the multipart attribute) picks the framing."""
+        tensors included), copied into the message before send returns.
+        copy=False (default: the connection's copy) hands C-contiguous
+        little-endian arrays to ZeroMQ as they are: do not change them until
+        sent. allow64 (default: the connection's) lets 64-bit arrays go;
+        multipart (default: the multipart attribute) picks the framing."""
         arrays = as_list(data)
         check_acceptable_input_type(arrays, self.allow64 if allow64 is None else allow64)
         self._core().send(arrays, infos if infos is not None else self.infos,
-                          self.multipart if multipart is None else multipart)
+                          self.multipart if multipart is None else multipart, self.copy if copy is None else copy)
         self.count += 1
 
     def write(self, data):
@@ -251,7 +345,10 @@ class Connection:
     def _receive(self, timeout=_WAIT):
         """(arrays, infos) of the next message, undecoded by transforms; None on timeout."""
         if timeout is _WAIT:
-            got = self._core().next()
+            try:
+                got = self._core().next()
+            except TimeoutError as e:
+                raise _timeout_class()(str(e)) from None
         else:
             got = self._core().recv(timeout)
             if got is None:
@@ -260,7 +357,7 @@ class Connection:
         return got
 
     def recv(self, timeout=_WAIT, infos=False):
-        """The next batch, transformed and converted (raw: its frames).
+        """The next batch, transformed and converted.
 
         Without timeout it waits as iteration does (the connection's timeout,
         then tensorcom.TimeoutError); with timeout (seconds, None: forever) it
@@ -270,11 +367,10 @@ class Connection:
         if got is None:
             return None
         arrays, got_infos = got
-        if self.raw:
-            batch = encode_list(arrays, got_infos)
-        else:
-            batch = transform_with(transform_with(arrays, self.batch_transforms), self.converters)
-            self.batch_size = _first_dim(batch)
+        if isinstance(self.infos, (list, tuple)):
+            check_infos(arrays, got_infos, self.infos)  # the reference's check of what arrives
+        batch = transform_with(transform_with(arrays, self.batch_transforms), self.converters)
+        self.batch_size = _first_dim(batch)
         return (batch, got_infos) if infos else batch
 
     def batchsize(self, xs):
@@ -301,6 +397,17 @@ class Connection:
         return self.epoch
 
     # --- state -------------------------------------------------------------------
+
+    @property
+    def timeout(self):
+        """Seconds recv() and iteration wait for a batch (None: forever)."""
+        return self._options["timeout"]
+
+    @timeout.setter
+    def timeout(self, seconds):
+        if self._c is not None:
+            self._c.set_timeout(seconds)
+        self._options["timeout"] = seconds
 
     @property
     def stats(self):

@@ -1,12 +1,14 @@
 """tensorcom.zcom: the reference's module of that name, for code written
 against it (`from tensorcom import zcom`): Connection, Statistics, the
 converters (tonumpy, totorch, converter_table), transform_with, listify,
-estimate_bytes, schemes and TensorcomDataset, backed by the C++ library.
-docs/python.md lists where they differ from the reference.
+estimate_bytes, schemes, tenbin, zconnect, default_context and
+TensorcomDataset, backed by the C++ library. docs/python.md lists where
+they differ from the reference.
 """
 
 import numpy as np
 
+from . import tenbin  # noqa: F401
 from ._tensorcom import Statistics  # noqa: F401
 from .connection import Connection  # noqa: F401
 from .converters import converter_table, listify, tonumpy, totorch, transform_with  # noqa: F401
@@ -37,9 +39,22 @@ def estimate_bytes(a):
     return 8
 
 
+def zconnect(url, topic=None, **options):
+    """A Connection on url (a str or a list), subscribed to topic for SUB;
+    options are Connection's."""
+    connection = Connection(None, **options)
+    connection.connect(url, topic=topic)
+    return connection
+
+
 def __getattr__(name):
-    # torch is imported only by those who ask for it.
+    # torch and pyzmq are imported only by those who ask for them.
     if name == "TensorcomDataset":
         from .dataset import TensorcomDataset
         return TensorcomDataset
+    if name == "default_context":
+        # Connections keep their ZeroMQ context in C++; code that makes its
+        # own pyzmq sockets gets pyzmq's shared context.
+        import zmq
+        return zmq.Context.instance()
     raise AttributeError(f"module 'tensorcom.zcom' has no attribute {name!r}")

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "malloc_tuning.h"
+#include "poll_signal.h"
 #include "socket_monitor.h"
 #include "socket_options.h"
 #include "zap_handler.h"
@@ -124,6 +125,7 @@ class Connection::Impl {
     }
     const std::uint64_t peers = stats_.batches() == 0 || !monitor_ ? 0 : monitor_->stop();
     monitor_.reset();  // its socket must close before the context can
+    poll_signal_.reset();
     try {
       if (receives() || peers == 0) socket_.set(zmq::sockopt::linger, 0);
     } catch (const zmq::error_t&) {
@@ -166,6 +168,11 @@ class Connection::Impl {
         return false;
       }
       wait_for_subscriber(std::nullopt);
+    }
+    fit_send_queue_to(batch_bytes(batch));
+    if (!keeps_memory_ && options_.reuse_receive_memory && copies_large_buffers(batch, framing)) {
+      detail::keep_large_buffers_mapped();
+      keeps_memory_ = true;
     }
     try {
       if (framing == Framing::kSingleBuffer) {
@@ -212,6 +219,42 @@ class Connection::Impl {
 
   std::uint64_t refused_peers() const noexcept { return zap_ ? zap_->refused() : 0; }
 
+  void set_high_water_marks(int send, int receive) {
+    require_open("setting high-water marks");
+    options_.send_high_water_mark = send;
+    options_.receive_high_water_mark = receive;
+    apply_high_water_marks();
+  }
+
+  void set_linger(Milliseconds linger) {
+    require_open("setting linger");
+    options_.linger = linger;
+    set_option(zmq::sockopt::linger, static_cast<int>(linger.count()), "linger");
+  }
+
+  // See PollSignal: made on first use, with its watcher thread.
+  int poll_descriptor() {
+    const bool waiting = message_waiting();
+    if (!poll_signal_) {
+      try {
+        poll_signal_ = std::make_unique<detail::PollSignal>(socket_.get(zmq::sockopt::fd));
+      } catch (const zmq::error_t& e) {
+        throw_transport("polling " + describe() + " failed", e);
+      }
+    }
+    poll_signal_->settle(waiting);
+    return poll_signal_->fd();
+  }
+
+  bool message_waiting() {
+    require_open("polling");
+    try {
+      return (socket_.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
+    } catch (const zmq::error_t& e) {
+      throw_transport("polling " + describe() + " failed", e);
+    }
+  }
+
   void log_refusals() {
     if (!zap_) return;
     for (const std::string& line : zap_->take_lines()) log("tensorcom: " + describe() + ": " + line);
@@ -252,6 +295,51 @@ class Connection::Impl {
   }
 
   bool publishes() const noexcept { return endpoints_.front().kind == SocketKind::kPub; }
+
+  template <class Option, class Value>
+  void set_option(Option option, Value value, const char* name) {
+    try {
+      socket_.set(option, value);
+    } catch (const zmq::error_t& e) {
+      throw_transport(std::string("cannot set ") + name + " on " + describe(), e);
+    }
+  }
+
+  // Whether sending makes a large copy (see data_frame and send_single).
+  static bool copies_large_buffers(std::span<const Tensor> batch, Framing framing) noexcept {
+    if (framing == Framing::kSingleBuffer) return batch_bytes(batch) >= kLargeCopyBytes;
+    for (const Tensor& t : batch) {
+      if (!t.owner() && t.nbytes() >= kLargeCopyBytes) return true;
+    }
+    return false;
+  }
+
+  // Keeps the send queue within options_.queue_bytes for batches as large
+  // as the largest sent so far (see ConnectionOptions). The mark is only
+  // ever lowered: raising it under a full queue can leave ZeroMQ's writer
+  // waiting for a wake-up that never comes.
+  void fit_send_queue_to(std::uint64_t batch_bytes) {
+    if (options_.queue_bytes <= 0 || batch_bytes <= 2 * fitted_bytes_) return;
+    const int before = fitted_send_high_water_mark();
+    fitted_bytes_ = batch_bytes;
+    if (fitted_send_high_water_mark() != before) apply_high_water_marks();
+  }
+
+  // The send high-water mark lowered to fit queue_bytes (0, ZeroMQ's "no
+  // limit", stays).
+  int fitted_send_high_water_mark() const noexcept {
+    const int count = options_.send_high_water_mark;
+    if (options_.queue_bytes <= 0 || fitted_bytes_ == 0 || count <= 0) return count;
+    const std::uint64_t fit =
+        std::max<std::uint64_t>(2, static_cast<std::uint64_t>(options_.queue_bytes) / fitted_bytes_);
+    return static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(count), fit));
+  }
+
+  // ZeroMQ applies these to the pipes of peers already connected too.
+  void apply_high_water_marks() {
+    set_option(zmq::sockopt::sndhwm, fitted_send_high_water_mark(), "the send high-water mark");
+    set_option(zmq::sockopt::rcvhwm, options_.receive_high_water_mark, "the receive high-water mark");
+  }
 
   void start_monitor() {
     if (!monitor_) monitor_ = std::make_unique<detail::SocketMonitor>(socket_, detail::kSocketBufferBytes);
@@ -395,12 +483,16 @@ class Connection::Impl {
   // a connect to a live peer, even reconnecting after a refusal, completes
   // well within it.
   static constexpr Milliseconds kPeerGrace{250};
+  // Copies from this size up come from mmap in glibc's default settings.
+  static constexpr std::uint64_t kLargeCopyBytes = 1 << 20;
   bool keeps_memory_ = false;
   bool released_since_last_message_ = false;
   zmq::context_t context_;
   zmq::socket_t socket_;
-  std::unique_ptr<detail::ZapHandler> zap_;  // CURVE allow-list; stops before the context closes
-  std::uint64_t subscriptions_ = 0;          // PUB: as counted from the XPUB messages
+  std::unique_ptr<detail::ZapHandler> zap_;          // CURVE allow-list; stops before the context closes
+  std::uint64_t subscriptions_ = 0;                  // PUB: as counted from the XPUB messages
+  std::uint64_t fitted_bytes_ = 0;                   // batch size the send queue was fitted to
+  std::unique_ptr<detail::PollSignal> poll_signal_;  // poll_descriptor()'s; stops before the socket closes
   bool closed_ = false;
   // Declared last: stops watching before the socket closes.
   std::unique_ptr<detail::SocketMonitor> monitor_;
@@ -433,6 +525,11 @@ bool Connection::wait_for_subscriber(std::optional<Milliseconds> timeout) {
 }
 std::uint64_t Connection::dropped_without_subscriber() const noexcept { return impl_->dropped_without_subscriber_; }
 std::uint64_t Connection::refused_peers() const noexcept { return impl_->refused_peers(); }
+void Connection::set_timeout(std::optional<Milliseconds> timeout) { impl_->options_.timeout = timeout; }
+void Connection::set_linger(Milliseconds linger) { impl_->set_linger(linger); }
+void Connection::set_high_water_marks(int send, int receive) { impl_->set_high_water_marks(send, receive); }
+int Connection::poll_descriptor() { return impl_->poll_descriptor(); }
+bool Connection::message_waiting() { return impl_->message_waiting(); }
 
 std::uint64_t Connection::serve(const std::function<std::optional<TensorList>()>& next, std::uint64_t report) {
   std::uint64_t count = 0;

@@ -44,17 +44,32 @@ void log_to_stderr(std::string_view line);
 
 struct ConnectionOptions {
   Framing framing = Framing::kMultipart;  // how send() frames; receiving detects either
-  int send_high_water_mark = 8;           // batches queued for sending, per peer
-  int receive_high_water_mark = 8;        // batches queued on receipt, per peer
-  std::optional<Milliseconds> timeout;    // how long iteration waits before TimeoutError (none: forever)
-  std::uint64_t epoch = 100000;           // batches per epoch: what size() reports
-  std::int64_t total = -1;                // iteration stops after this many batches (-1: never)
-  std::optional<std::string> topic;       // SUB subscription; overrides the URL's #fragment
-  Milliseconds heartbeat{0};              // ZMTP heartbeat interval (0: none)
-  Milliseconds heartbeat_timeout{0};      // peer dropped after this silence (0: 10 x heartbeat)
-  Milliseconds reconnect{100};            // first reconnect delay after a peer goes away
-  Milliseconds reconnect_max{2000};       // reconnect back-off limit
-  Milliseconds linger{2000};              // how long close waits to deliver queued batches
+  // Batches queued for sending, per peer: ZeroMQ's (and the reference's)
+  // count, so that a burst of small batches over PUB is not dropped;
+  // queue_bytes lowers it for large batches.
+  int send_high_water_mark = 1000;
+  // Batches queued on receipt, per peer: a trainer that is slow to start
+  // takes in no more; the sender's queue holds the rest, so nothing is
+  // dropped meanwhile.
+  int receive_high_water_mark = 8;
+  // Bytes a sender's queue may hold, per peer: sends lower the send
+  // high-water mark to max(2, queue_bytes / the largest batch's bytes), never
+  // raise it (ZeroMQ cannot safely grow a queue that is full). 0: the count
+  // alone.
+  std::int64_t queue_bytes = std::int64_t{256} << 20;
+  std::optional<Milliseconds> timeout;  // how long iteration waits before TimeoutError (none: forever)
+  std::uint64_t epoch = 100000;         // batches per epoch: what size() reports
+  std::int64_t total = -1;              // iteration stops after this many batches (-1: never)
+  std::optional<std::string> topic;     // SUB subscription; overrides the URL's #fragment
+  Milliseconds heartbeat{0};            // ZMTP heartbeat interval (0: none)
+  Milliseconds heartbeat_timeout{0};    // peer dropped after this silence (0: 10 x heartbeat)
+  // Reconnect delay while a peer is absent (not yet started, or gone), and
+  // its back-off limit (0: none, every attempt after `reconnect`): a trainer
+  // started before its server gets the first batch within ~reconnect of the
+  // server binding, as with ZeroMQ's defaults.
+  Milliseconds reconnect{100};
+  Milliseconds reconnect_max{0};
+  Milliseconds linger{2000};  // how long close waits to deliver queued batches
   // Receiving sockets: larger frames are refused by ZeroMQ before it
   // allocates them, larger messages are dropped and counted (-1: no limit).
   // See docs/security.md for what an unauthenticated peer can still make
@@ -75,7 +90,9 @@ struct ConnectionOptions {
   // batch is freshly mapped and faulted in. Process-wide, see Connection's
   // constructor. What is kept is given back to the system when the
   // receiver has waited a second for a message, after it drops an
-  // oversized message, and when it closes.
+  // oversized message, and when it closes. A sender does the same from
+  // its first send that copies a large batch (single-buffer framing, or a
+  // tensor without an owner): each copy would be faulted in afresh too.
   bool reuse_receive_memory = true;
   // CURVE encryption and authentication of every peer (see curve.h and
   // docs/security.md). Nothing: plain text, any peer (ZeroMQ's NULL).
@@ -187,6 +204,23 @@ class Connection {
   // options().timeout, naming the timeout and the URLs: the one rule for
   // every receiving loop (C++ iteration, Python's).
   [[nodiscard]] TimeoutError silence_error() const;
+
+  // Settings changed after construction (pyzmq code's setsockopt); they
+  // apply to peers already connected (high-water marks: best while their
+  // queues are not full, as with ZeroMQ). Throws TransportError if closed.
+  void set_timeout(std::optional<Milliseconds> timeout);
+  void set_linger(Milliseconds linger);
+  void set_high_water_marks(int send, int receive);
+
+  // A file descriptor for select/poll (pyzmq's Poller takes objects with
+  // fileno()), the same one for the connection's life: readable while a
+  // message may be received without waiting. Call it before each poll (it
+  // re-reads the socket's state; pyzmq and select do so); a wake-up can
+  // still be spurious when a message proves malformed. The first call
+  // starts a watcher thread. Owned by the connection.
+  [[nodiscard]] int poll_descriptor();
+  // Whether a message is waiting (a malformed one would still be skipped).
+  [[nodiscard]] bool message_waiting();
 
   // Batches per epoch (options().epoch), for frameworks that want a length.
   [[nodiscard]] std::uint64_t size() const noexcept;
