@@ -95,9 +95,12 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
       "resample", "draw shards with replacement instead of splitting them")(
       "subscribers", po::value(&s.subscribers)->default_value(0),
       "PUB: wait for this many subscribers before the first batch, and never drop a batch for a slow one "
-      "(0: start with one, drop for slow ones)")("hwm", po::value(&s.connection.send_high_water_mark)->default_value(2),
-                                                 "batches queued per peer")(
-      "single", "send single-buffer messages instead of multipart")(
+      "(0: start with one, drop for slow ones)")(
+      "hwm", po::value(&s.connection.send_high_water_mark)->default_value(1000),
+      "batches queued per peer (ZeroMQ's count), at most --queue-bytes of "
+      "them")("queue-bytes", po::value(&s.connection.queue_bytes)->default_value(s.connection.queue_bytes),
+              "bytes of batches queued per peer (0: --hwm alone)")("single",
+                                                                   "send single-buffer messages instead of multipart")(
       "linger", po::value(&linger_ms_)->default_value(linger_ms_), "ms to deliver queued batches at exit")(
       "metrics", po::value(&s.metrics_address), "serve Prometheus metrics on HOST:PORT (port 0: any; default: none)")(
       "metrics-hold", po::value(&s.metrics_hold_s)->default_value(0),

@@ -121,7 +121,10 @@ int main(int argc, char** argv) {
         "report,r", po::value(&o.report)->default_value(0), "print a rate line every N batches (0: never)")(
         "group,g", po::value(&o.group)->default_value(kInferListLength), "tensors per list in the files (0: infer)")(
         "single", "send single-buffer messages instead of multipart")(
-        "hwm", po::value(&o.connection.send_high_water_mark)->default_value(8), "batches queued per peer")(
+        "hwm", po::value(&o.connection.send_high_water_mark)->default_value(1000),
+        "batches queued per peer (ZeroMQ's count), at most --queue-bytes of them")(
+        "queue-bytes", po::value(&o.connection.queue_bytes)->default_value(o.connection.queue_bytes),
+        "bytes of batches queued per peer (0: --hwm alone)")(
         "linger", po::value(&linger_ms)->default_value(linger_ms),
         "ms to wait at exit for queued batches to be delivered (-1: forever)")(
         "metrics", po::value(&o.metrics_address), "serve Prometheus metrics on HOST:PORT (port 0: any; default: none)")(
