@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "tensorcom/formats/shard_reader.h"
+
 namespace tensorcom::formats {
 
 std::string printable(std::string_view text, std::size_t max_bytes) {
@@ -30,8 +32,26 @@ std::string printable(std::string_view text, std::size_t max_bytes) {
   return out;
 }
 
+std::string redacted_url(std::string_view url) {
+  const std::size_t scheme = url.find("://");
+  if (scheme == std::string_view::npos) return std::string(url);
+  const std::size_t authority = scheme + 3;
+  std::string_view rest = url.substr(authority);
+  const std::size_t query = rest.find_first_of("?#");
+  if (query != std::string_view::npos) rest = rest.substr(0, query);
+  // The user and password end at the authority's last '@'; the authority
+  // ends at the first '/' (as curl parses it).
+  const std::size_t at = rest.substr(0, rest.find('/')).rfind('@');
+  if (at != std::string_view::npos) rest.remove_prefix(at + 1);
+  std::string out(url.substr(0, authority));
+  out += rest;
+  if (query != std::string_view::npos) out += "?...";
+  return out;
+}
+
 std::string public_shard_name(std::string_view shard, std::size_t unit) {
   constexpr std::string_view kPipe = "pipe:";
+  if (is_http_shard(shard)) return redacted_url(shard);
   if (!shard.starts_with(kPipe)) return std::string(shard);
   std::string_view best;
   std::size_t at = kPipe.size();

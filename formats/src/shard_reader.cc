@@ -12,9 +12,12 @@
 #include <thread>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <span>
 #include <utility>
 
+#include "http_stream.h"
 #include "tensorcom/error.h"
 #include "tensorcom/formats/webdataset.h"
 
@@ -42,6 +45,26 @@ struct ArchiveFree {
 };
 using ArchivePtr = std::unique_ptr<archive, ArchiveFree>;
 
+bool starts_with_nocase(std::string_view text, std::string_view prefix) {
+  if (text.size() < prefix.size()) return false;
+  for (std::size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(text[i])) != prefix[i]) return false;
+  }
+  return true;
+}
+
+// Sleeps `delay` in slices of 100 ms; false (at once) if `cancelled` says so.
+bool wait_unless_cancelled(std::chrono::milliseconds delay, const std::function<bool()>& cancelled) {
+  const auto until = std::chrono::steady_clock::now() + delay;
+  for (;;) {
+    if (cancelled && cancelled()) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until) return true;
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(100)));
+  }
+}
+
 ArchivePtr new_reader() {
   ArchivePtr a(archive_read_new());
   if (!a) throw IoError("cannot create an archive reader", ENOMEM);
@@ -52,13 +75,34 @@ ArchivePtr new_reader() {
 
 }  // namespace
 
-// The archive handle and, for "pipe:" shards, the child whose output it reads.
+bool is_http_shard(std::string_view shard) noexcept {
+  return starts_with_nocase(shard, "http://") || starts_with_nocase(shard, "https://");
+}
+
+std::chrono::milliseconds HttpShardOptions::retry_delay(int failures) const noexcept {
+  std::chrono::milliseconds delay = std::max(first_retry_delay, std::chrono::milliseconds(0));
+  for (int i = 1; i < failures && delay < max_retry_delay; ++i) delay *= 2;
+  return std::min(delay, max_retry_delay);
+}
+
+// Why a source failed beyond what libarchive saw: a command's exit status,
+// or a transfer's failure.
+struct ShardReader::SourceFailure {
+  std::string message;
+  bool retryable = true;  // opening the shard again may succeed
+  bool transfer = false;  // an http(s) transfer's: the message names the URL and says it all
+};
+
+// The archive handle and, for "pipe:" shards, the child whose output it
+// reads; for http(s) URLs, the transfer.
 class ShardReader::Source {
  public:
-  Source(const std::string& shard, const std::function<bool()>& cancelled)
-      : archive_(new_reader()), cancelled_(cancelled) {
+  Source(const std::string& shard, const ShardReaderOptions& options)
+      : archive_(new_reader()), cancelled_(options.cancelled) {
     if (shard.starts_with(kPipePrefix)) {
       start_command(shard.substr(kPipePrefix.size()));
+    } else if (is_http_shard(shard)) {
+      start_transfer(shard, options.http);
     } else {
       std::string path = shard.starts_with(kFilePrefix) ? shard.substr(kFilePrefix.size()) : shard;
       if (archive_read_open_filename(archive_.get(), path.c_str(), kReadBlock) != ARCHIVE_OK) {
@@ -76,18 +120,20 @@ class ShardReader::Source {
 
   [[nodiscard]] bool cancelled() const { return cancelled_ && cancelled_(); }
 
-  // Closes the archive and reaps the command (after ending it, if reading
-  // was cancelled); returns why the command failed, if it did.
-  [[nodiscard]] std::optional<std::string> finish() {
+  // Closes the archive, ends the transfer and reaps the command (after
+  // ending it, if reading was cancelled); returns why the command or the
+  // transfer failed, if it did.
+  [[nodiscard]] std::optional<SourceFailure> finish() {
     archive_.reset();
+    if (http_) return end_transfer();
     if (fd_ >= 0) ::close(std::exchange(fd_, -1));
     if (child_ < 0) return std::nullopt;
     int status = cancelled() ? end_command() : wait_for_command();
     child_ = -1;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return std::nullopt;
     if (WIFEXITED(status))
-      return "command '" + command_ + "' exited with status " + std::to_string(WEXITSTATUS(status));
-    return "command '" + command_ + "' was killed by signal " + std::to_string(WTERMSIG(status));
+      return SourceFailure{"command '" + command_ + "' exited with status " + std::to_string(WEXITSTATUS(status))};
+    return SourceFailure{"command '" + command_ + "' was killed by signal " + std::to_string(WTERMSIG(status))};
   }
 
  private:
@@ -146,6 +192,33 @@ class ShardReader::Source {
     return -1;
   }
 
+  // libarchive's read callback for a URL's body.
+  static la_ssize_t read_body(archive* a, void* client, const void** block) {
+    auto* self = static_cast<Source*>(client);
+    std::optional<std::span<const std::byte>> bytes = self->http_->read();
+    if (!bytes) {
+      archive_set_error(a, EIO, "%s", self->http_->failure()->message.c_str());
+      return -1;
+    }
+    *block = bytes->data();
+    return static_cast<la_ssize_t>(bytes->size());
+  }
+
+  void start_transfer(const std::string& url, const HttpShardOptions& options) {
+    http_ = std::make_unique<detail::HttpStream>(url, options, cancelled_);
+    if (archive_read_open(archive_.get(), this, nullptr, read_body, nullptr) != ARCHIVE_OK) {
+      // Not thrown: a failed transfer may be retried, and says more.
+      open_error_ = "body is not an archive: " + archive_message(archive_.get());
+    }
+  }
+
+  std::optional<SourceFailure> end_transfer() {
+    std::optional<detail::HttpFailure> failure = http_->failure();
+    http_.reset();
+    if (!failure) return std::nullopt;
+    return SourceFailure{std::move(failure->message), failure->retryable, true};
+  }
+
   void start_command(const std::string& command) {
     command_ = command;
     int fds[2];
@@ -182,6 +255,7 @@ class ShardReader::Source {
   pid_t child_ = -1;
   int fd_ = -1;
   std::string command_;
+  std::unique_ptr<detail::HttpStream> http_;  // for URLs
   std::optional<std::string> open_error_;
 };
 
@@ -193,7 +267,7 @@ ShardReader::~ShardReader() = default;
 
 void ShardReader::open() {
   ++attempts_;
-  source_ = std::make_unique<Source>(shard_, options_.cancelled);
+  source_ = std::make_unique<Source>(shard_, options_);
 }
 
 std::optional<ShardSample> ShardReader::next() {
@@ -208,32 +282,43 @@ std::optional<ShardSample> ShardReader::next() {
 }
 
 // The shard ended abnormally (truncated, corrupt, or a command's output that
-// is no archive). A failing pipe: command is started again and the samples it
-// already gave are skipped; returns whether reading goes on.
+// is no archive). A failing pipe: command or transfer is started again and
+// the samples it already gave are skipped; returns whether reading goes on.
 bool ShardReader::end_abnormally(const std::string& reason) {
   pending_.reset();  // its members may be incomplete
-  const bool cancelled = source_->cancelled();
-  std::optional<std::string> failure = source_->finish();
-  if (cancelled) {
-    error_ = "stopped";
-    done_ = true;
-    return false;
-  }
-  if (failure && attempts_ < options_.pipe_attempts) {
+  std::optional<SourceFailure> failure = source_->finish();
+  if (!source_->cancelled() && may_retry(failure)) {
     open();
     position_ = 0;
     return true;
   }
-  error_ = reason;
-  if (failure) *error_ += "; " + *failure + " (tried " + std::to_string(attempts_) + " times)";
   done_ = true;
+  if (source_->cancelled()) {
+    error_ = "stopped";
+    return false;
+  }
+  // libarchive's reason for a failed transfer only repeats it, or hides it
+  // behind "truncated".
+  error_ = failure && failure->transfer ? failure->message : reason;
+  if (failure && !failure->transfer) *error_ += "; " + failure->message;
+  if (failure && failure->retryable && attempts_ > 1) *error_ += " (tried " + std::to_string(attempts_) + " times)";
   return false;
+}
+
+bool ShardReader::may_retry(const std::optional<SourceFailure>& failure) {
+  if (!failure || !failure->retryable) return false;
+  if (!failure->transfer) return attempts_ < options_.pipe_attempts;
+  return attempts_ < options_.http.attempts &&
+         wait_unless_cancelled(options_.http.retry_delay(attempts_), options_.cancelled);
 }
 
 std::optional<ShardSample> ShardReader::end_cleanly() {
   // The archive's own end marker was read: every sample is complete, even if
-  // the command that produced it then failed.
-  if (auto failure = source_->finish()) error_ = *failure + " after a complete archive";
+  // the command that produced it then failed. A transfer's trouble past that
+  // marker (a Content-Length beyond it) costs nothing, and whether curl saw
+  // it before the reader stopped is chance: it is not reported.
+  if (auto failure = source_->finish(); failure && !failure->transfer)
+    error_ = failure->message + " after a complete archive";
   done_ = true;
   return std::exchange(pending_, std::nullopt);
 }

@@ -42,7 +42,7 @@ class ShardSource final : public SampleSource {
 
   std::size_t units() const noexcept override { return shards_.size(); }
   const char* unit_name() const noexcept override { return "shards"; }
-  std::string unit_label(std::size_t unit) const override { return shards_[unit]; }
+  std::string unit_label(std::size_t unit) const override { return log_name(unit); }
 
   std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take) override {
     const std::string& shard = shards_[unit];
@@ -60,7 +60,8 @@ class ShardSource final : public SampleSource {
       while (auto sample = reader.next()) {
         if (!take(to_raw_sample(std::move(*sample), name))) return std::nullopt;
       }
-      if (reader.error() && !(cancelled_ && cancelled_())) return "shard " + shard + " ended early: " + *reader.error();
+      if (reader.error() && !(cancelled_ && cancelled_()))
+        return "shard " + log_name(unit) + " ended early: " + *reader.error();
     } catch (const IoError& e) {
       return std::string("skipping shard: ") + e.what();
     }
@@ -68,6 +69,13 @@ class ShardSource final : public SampleSource {
   }
 
  private:
+  // The shard for the server's own messages: a URL without its user,
+  // password and query (logs travel further than the command line).
+  std::string log_name(std::size_t unit) const {
+    const std::string& shard = shards_[unit];
+    return formats::is_http_shard(shard) ? formats::public_shard_name(shard, unit) : shard;
+  }
+
   std::vector<std::string> shards_;
   std::uint64_t max_image_bytes_;
   std::function<bool()> cancelled_;

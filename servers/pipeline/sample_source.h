@@ -35,10 +35,11 @@ class SampleSource {
                                                         const std::function<bool(RawSample)>& take) = 0;
 };
 
-// Webdataset shards (paths, file:PATH or pipe:COMMAND): each sample's first
-// image member and its "cls" member; images over max_image_bytes are passed
-// over unread. `cancelled` (may be empty) is polled while a pipe: command
-// stalls: true ends the command and the shard, without a retry.
+// Webdataset shards (paths, file:PATH, pipe:COMMAND or http(s) URLs): each
+// sample's first image member and its "cls" member; images over
+// max_image_bytes are passed over unread. `cancelled` (may be empty) is
+// polled while a pipe: command or a transfer stalls: true ends the command or
+// transfer and the shard, without a retry.
 [[nodiscard]] std::unique_ptr<SampleSource> shard_source(std::vector<std::string> shards, std::uint64_t max_image_bytes,
                                                          std::function<bool()> cancelled = {});
 

@@ -20,3 +20,15 @@ TEST_CASE("a pipe shard is told by its file's name, never its command") {
   CHECK(public_shard_name("pipe:aws s3 cp 's3://bucket/a/b.tar.gz' -", 4) == "b.tar.gz");
   CHECK(public_shard_name("pipe:secret-command --token xyz", 4) == "pipe-shard-4");
 }
+
+TEST_CASE("a URL is told without its user, password or query") {
+  CHECK(redacted_url("http://host/a/train-0001.tar") == "http://host/a/train-0001.tar");
+  CHECK(redacted_url("https://u:pw@host:8443/a.tar?sig=abc&exp=1") == "https://host:8443/a.tar?...");
+  CHECK(redacted_url("https://u:p@w@host/a.tar") == "https://host/a.tar");              // the authority's last '@'
+  CHECK(redacted_url("http://host/users/@me/a.tar") == "http://host/users/@me/a.tar");  // '@' in the path is kept
+  CHECK(redacted_url("http://u:pw@host?token=x") == "http://host?...");
+  CHECK(redacted_url("http://host/a.tar#frag") == "http://host/a.tar?...");
+  CHECK(redacted_url("not a url") == "not a url");
+  CHECK(public_shard_name("https://u:pw@host/x/train-000002.tar?sig=abc", 4) == "https://host/x/train-000002.tar?...");
+  CHECK(public_shard_name("HTTP://u:pw@host/b.tar", 4) == "HTTP://host/b.tar");
+}

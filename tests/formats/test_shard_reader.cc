@@ -1,8 +1,13 @@
-// Reading webdataset shards: grouping, compression, truncation, pipes.
+// Reading webdataset shards: grouping, compression, truncation, pipes, URLs
+// (what needs an HTTP server is in tests/http/).
 #include <doctest/doctest.h>
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -252,4 +257,69 @@ TEST_CASE("shard reading") {
     CHECK(read_all(reader).empty());
     CHECK(reader.error().has_value());
   }
+}
+
+TEST_CASE("http(s) shards: which names are URLs, and the back-off between tries") {
+  CHECK(is_http_shard("http://host/a.tar"));
+  CHECK(is_http_shard("HTTPS://host/a.tar"));
+  CHECK_FALSE(is_http_shard("pipe:curl -s http://host/a.tar"));
+  CHECK_FALSE(is_http_shard("file:http://a.tar"));
+  CHECK_FALSE(is_http_shard("httpdata/a.tar"));
+
+  using std::chrono::milliseconds;
+  HttpShardOptions http;
+  http.first_retry_delay = milliseconds(1000);
+  http.max_retry_delay = milliseconds(5000);
+  CHECK(http.retry_delay(1) == milliseconds(1000));
+  CHECK(http.retry_delay(2) == milliseconds(2000));
+  CHECK(http.retry_delay(3) == milliseconds(4000));
+  CHECK(http.retry_delay(4) == milliseconds(5000));     // capped
+  CHECK(http.retry_delay(1000) == milliseconds(5000));  // no overflow however many
+  http.first_retry_delay = milliseconds(0);
+  CHECK(http.retry_delay(5) == milliseconds(0));
+}
+
+namespace {
+
+// A URL on a loopback port that was free a moment ago: connecting to it is
+// refused at once.
+std::string refused_url() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  ::close(fd);
+  REQUIRE(bound);
+  return "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + "/a.tar";
+}
+
+}  // namespace
+
+TEST_CASE("an http(s) shard that cannot be fetched ends the shard, never throws") {
+  ShardReaderOptions options;
+  options.http.attempts = 2;
+  options.http.first_retry_delay = std::chrono::milliseconds(10);
+  const std::string url = refused_url();
+  ShardReader reader(url, options);
+  CHECK_FALSE(reader.next().has_value());
+  REQUIRE(reader.error().has_value());
+  CHECK(reader.error()->starts_with(url + ": "));
+  CHECK(reader.error()->find("(tried 2 times)") != std::string::npos);
+}
+
+TEST_CASE("a cancelled reader stops during the back-off wait") {
+  ShardReaderOptions options;
+  options.http.attempts = 5;
+  options.http.first_retry_delay = std::chrono::milliseconds(60000);
+  int polls = 0;
+  options.cancelled = [&polls] { return ++polls > 3; };
+  const auto start = std::chrono::steady_clock::now();
+  ShardReader reader(refused_url(), options);
+  CHECK_FALSE(reader.next().has_value());
+  CHECK(reader.error() == std::optional<std::string>("stopped"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
 }

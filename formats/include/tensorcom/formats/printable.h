@@ -14,10 +14,18 @@ namespace tensorcom::formats {
 // text ends in "...".
 [[nodiscard]] std::string printable(std::string_view text, std::size_t max_bytes = 512);
 
-// The name of a shard that may be told to others (peers receiving --meta):
-// the shard itself for a path, but for "pipe:COMMAND" (which may hold URLs
-// with credentials) only the base name of its last word that names a tar
-// file, without any query; "pipe-shard-N" (N: unit) if no word does.
+// A URL ("scheme://authority/path...") without what may be secret: the
+// user and password before the host ("user:pw@") are left out, and a query
+// or fragment (signed URLs carry tokens there) becomes "?...".
+// "https://u:pw@host/a.tar?sig=x" gives "https://host/a.tar?...".
+// Text without "://" is returned unchanged.
+[[nodiscard]] std::string redacted_url(std::string_view url);
+
+// The name of a shard that may be told to others (peers receiving --meta)
+// and written to logs: the shard itself for a path; for an http(s) URL,
+// redacted_url(); for "pipe:COMMAND" (which may hold URLs with credentials)
+// only the base name of its last word that names a tar file, without any
+// query; "pipe-shard-N" (N: unit) if no word does.
 [[nodiscard]] std::string public_shard_name(std::string_view shard, std::size_t unit);
 
 }  // namespace tensorcom::formats

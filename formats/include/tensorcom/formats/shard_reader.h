@@ -3,10 +3,12 @@
 // split_member_name): consecutive members with one key form a sample.
 // Directories, links and members without a key are passed over and counted.
 //
-// A shard is named by a path, "file:PATH", or "pipe:COMMAND" (the standard
-// output of `/bin/sh -c COMMAND`, e.g. "pipe:curl -s URL").
+// A shard is named by a path, "file:PATH", "pipe:COMMAND" (the standard
+// output of `/bin/sh -c COMMAND`, e.g. "pipe:curl -s URL"), or an "http://"
+// or "https://" URL (streamed with libcurl as it is read, never held whole).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -32,24 +34,47 @@ struct ShardSample {
   std::vector<ShardMember> members;  // the members read, in shard order
 };
 
+// How "http://" and "https://" shards are fetched. A transfer that fails
+// (no connection, a timeout, a body cut short, HTTP 408, 429 or 5xx) is
+// tried again after a back-off; other HTTP errors (404...) and redirect
+// loops are not.
+struct HttpShardOptions {
+  int attempts = 3;                                   // tries of a failing transfer
+  std::chrono::milliseconds connect_timeout{15000};   // to resolve the host and connect
+  std::chrono::milliseconds stall_timeout{60000};     // at most this long without a byte of the body
+  std::chrono::milliseconds first_retry_delay{1000};  // the wait after the first failure
+  std::chrono::milliseconds max_retry_delay{30000};   // the back-off doubles up to this
+  int max_redirects = 10;                             // more is a failure ("too many redirects")
+
+  // The wait after `failures` failed attempts (1, 2, ...): first_retry_delay
+  // doubled after each, at most max_retry_delay.
+  [[nodiscard]] std::chrono::milliseconds retry_delay(int failures) const noexcept;
+};
+
 struct ShardReaderOptions {
   std::uint64_t max_member_bytes = std::uint64_t{256} << 20;  // larger members are listed oversized, unread
   int pipe_attempts = 3;                                      // tries of a failing pipe: command
+  HttpShardOptions http;                                      // for http(s) URLs
   // Which members of a sample to read, given the sample so far and the
   // member's extension; the others are passed over unread (and not listed).
   // Empty: every member.
   std::function<bool(const ShardSample& so_far, std::string_view extension)> wanted;
-  // Polled while waiting on a pipe: command's output (every 100 ms): true
-  // ends the shard at once with error() "stopped", ends the command (SIGTERM
-  // to its process group, SIGKILL a second later) and never starts it again.
+  // Polled while waiting on a pipe: command's output or an http(s) transfer
+  // (every 100 ms, back-off waits included): true ends the shard at once with
+  // error() "stopped", ends the command (SIGTERM to its process group,
+  // SIGKILL a second later) or the transfer, and never starts it again.
   std::function<bool()> cancelled;
 };
+
+// Whether `shard` is an "http://" or "https://" URL (the scheme in any case).
+[[nodiscard]] bool is_http_shard(std::string_view shard) noexcept;
 
 // Not thread-safe; one reader per shard.
 class ShardReader {
  public:
   // Throws IoError naming the shard if it cannot be opened (for pipes: the
-  // command cannot be started).
+  // command cannot be started; for URLs: libcurl cannot be set up; network
+  // and HTTP failures are not thrown but end the shard in next()).
   explicit ShardReader(std::string shard, ShardReaderOptions options = {});
   ~ShardReader();
   ShardReader(const ShardReader&) = delete;
@@ -59,7 +84,10 @@ class ShardReader {
   // early (truncated, corrupt, a failing command) ends here too, with
   // error() saying why; samples completed before that point are returned,
   // the one it cut is not. A failing pipe: command is started again (up to
-  // pipe_attempts times) and the samples it already gave are not repeated.
+  // pipe_attempts times), a failing transfer fetched again from its start
+  // (up to http.attempts times, after http.retry_delay()), and the samples
+  // already returned are read past, never repeated. error() names a URL
+  // without its user, password or query (public_shard_name()).
   [[nodiscard]] std::optional<ShardSample> next();
   [[nodiscard]] const std::optional<std::string>& error() const noexcept { return error_; }
   [[nodiscard]] const std::string& shard() const noexcept { return shard_; }
@@ -70,8 +98,11 @@ class ShardReader {
 
  private:
   class Source;  // the archive handle and, for pipes, the child process
+  struct SourceFailure;
   void open();
   bool end_abnormally(const std::string& reason);
+  // Whether a failed source may be opened again, after the back-off wait.
+  bool may_retry(const std::optional<SourceFailure>& failure);
   std::optional<ShardSample> end_cleanly();
   // Reads members until the key changes; returns the completed sample, if any.
   std::optional<ShardSample> read_until_next_key();
