@@ -16,6 +16,7 @@
 
 #include "tensorcom/connection.h"
 #include "tensorcom/curve.h"
+#include "tensorcom/formats/printable.h"
 #include "tensorcom/ten_file.h"
 #include "tensorcom/programs/program.h"
 
@@ -75,7 +76,7 @@ int run_info(const std::vector<std::string>& argv) {
         const Tensor& tensor = (*list)[t];
         if (several) std::cout << file << '\t';
         std::cout << l << '\t' << t << '\t' << dtype_code(tensor.dtype()) << '\t' << format_shape(tensor.shape())
-                  << '\t' << tensor.info() << '\t' << tensor.nbytes() << '\n';
+                  << '\t' << formats::printable(tensor.info()) << '\t' << tensor.nbytes() << '\n';
       }
     }
   }
@@ -236,12 +237,15 @@ void fill_random(std::span<std::byte> bytes, std::uint64_t seed) {
   for (; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(x >> (8 * (i % 8)));
 }
 
+// synth's bounds: a batch of at most 8 GiB, a file of at most 10^9 of them.
+constexpr std::int64_t kMostSynthBatch = 65536, kMostSynthSize = 8192, kMostSynthCount = 1000000000;
+
 int run_synth(const std::vector<std::string>& argv) {
   po::options_description options("tenbin synth -b B -s S -n N -o OUT.ten");
   options.add_options()("help,h", "show this help")("batch,b", po::value<std::int64_t>()->default_value(32),
                                                     "images per batch")(
       "size,s", po::value<std::int64_t>()->default_value(224), "image height and width")(
-      "count,n", po::value<std::uint64_t>()->default_value(1), "batches")(
+      "count,n", po::value<std::int64_t>()->default_value(1), "batches (1 to 10^9)")(
       "classes", po::value<std::int32_t>()->default_value(1000), "labels are 0..classes-1")(
       "output,o", po::value<std::string>()->required(), "output .ten file");
   Parsed p = parse(options, argv);
@@ -249,9 +253,22 @@ int run_synth(const std::vector<std::string>& argv) {
   auto b = p.vars["batch"].as<std::int64_t>();
   auto s = p.vars["size"].as<std::int64_t>();
   auto classes = p.vars["classes"].as<std::int32_t>();
-  if (b <= 0 || s <= 0 || classes <= 0) throw ArgumentError("batch, size and classes must be positive");
+  const auto count = p.vars["count"].as<std::int64_t>();
+  if (b <= 0 || b > kMostSynthBatch) throw ArgumentError("-b/--batch must be in 1.." + std::to_string(kMostSynthBatch));
+  if (s <= 0 || s > kMostSynthSize) throw ArgumentError("-s/--size must be in 1.." + std::to_string(kMostSynthSize));
+  if (count <= 0 || count > kMostSynthCount)
+    throw ArgumentError("-n/--count must be in 1.." + std::to_string(kMostSynthCount));
+  if (classes <= 0) throw ArgumentError("--classes must be positive");
+  // Written under a temporary name: a stop (or an error) removes it, and
+  // nothing incomplete is left under the output's name.
   TenWriter writer(p.vars["output"].as<std::string>(), TenWriter::Mode::kReplace);
-  for (std::uint64_t n = 0; n < p.vars["count"].as<std::uint64_t>(); ++n) {
+  programs::install_stop_handlers();
+  for (std::int64_t n = 0; n < count; ++n) {
+    if (programs::stop_requested()) {
+      writer.discard();
+      std::cerr << "tenbin synth: stopped by a signal after " << n << " batches; nothing written\n";
+      return 130;
+    }
     Tensor images = Tensor::allocate(DType::kUInt8, {b, s, s, 3});
     fill_random(images.bytes(), n);
     Tensor labels = Tensor::allocate(DType::kInt32, {b});
@@ -259,7 +276,12 @@ int run_synth(const std::vector<std::string>& argv) {
     for (std::size_t i = 0; i < values.size(); ++i)
       values[i] = static_cast<std::int32_t>((n * 7919 + i * 104729) % classes);
     TensorList batch{images, labels};
-    writer.write(batch);
+    try {
+      writer.write(batch);
+    } catch (...) {
+      writer.discard();  // a full disk leaves no partial file behind
+      throw;
+    }
   }
   writer.close();
   return 0;

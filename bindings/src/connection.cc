@@ -26,8 +26,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 Milliseconds to_milliseconds(double seconds, const char* name) {
-  if (!std::isfinite(seconds) || seconds < 0) {
-    throw ArgumentError(std::string(name) + " must be a finite number of seconds >= 0, not " + std::to_string(seconds));
+  // A billion seconds (31 years) is forever enough, and far from overflow.
+  constexpr double kMostSeconds = 1e9;
+  if (!std::isfinite(seconds) || seconds < 0 || seconds > kMostSeconds) {
+    throw ArgumentError(std::string(name) + " must be a number of seconds in 0..1e9, not " + std::to_string(seconds));
   }
   return Milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1000.0)));
 }

@@ -33,6 +33,14 @@ def _warn_once(message):
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
+def _check_urls(urls):
+    """Refuses at construction what Connection would refuse only when iterated."""
+    if isinstance(urls, str):
+        return
+    if not isinstance(urls, (list, tuple)) or not urls or not all(isinstance(u, str) for u in urls):
+        raise ArgumentError(f"TensorcomDataset: urls must be a URL or a non-empty list of them, not {urls!r}")
+
+
 class TensorcomDataset(torch.utils.data.IterableDataset):
     """Batches from tensorcom URLs as a torch IterableDataset (the reference's
     TensorcomDataset(urls, length)).
@@ -65,6 +73,9 @@ class TensorcomDataset(torch.utils.data.IterableDataset):
         super().__init__()
         if (rank is None) != (world is None):
             raise ArgumentError("TensorcomDataset: give rank and world together, or neither")
+        _check_urls(urls)
+        if isinstance(length, bool) or not isinstance(length, int) or length < 0:
+            raise ArgumentError(f"TensorcomDataset: length must be a whole number of batches >= 0, not {length!r}")
         if rank is not None:
             urls = rank_urls(urls, rank, world, not connection_options.get("noexpand", False))
         self.urls = urls

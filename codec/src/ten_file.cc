@@ -1,5 +1,7 @@
 #include "tensorcom/ten_file.h"
 
+#include "tensorcom/regular_file.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -31,15 +33,11 @@ struct FdCloser {
 }  // namespace
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& path) {
-  FdCloser file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0) throw IoError("cannot open '" + path.string() + "'", errno);
-  struct stat st {};
-  if (::fstat(file.fd, &st) != 0) throw IoError("cannot stat '" + path.string() + "'", errno);
-  if (!S_ISREG(st.st_mode)) throw IoError("'" + path.string() + "' is not a regular file", EINVAL);
-  auto size = static_cast<std::size_t>(st.st_size);
+  const RegularFile file(path, ".ten file");
+  auto size = static_cast<std::size_t>(file.size());
   std::byte* data = nullptr;
   if (size != 0) {
-    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd, 0);
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd(), 0);
     if (p == MAP_FAILED) throw IoError("cannot map '" + path.string() + "'", errno);
     data = static_cast<std::byte*>(p);
   }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "tensorcom/error.h"
+#include "tensorcom/regular_file.h"
 
 namespace tensorcom::formats {
 
@@ -23,19 +24,18 @@ using InputFile = std::unique_ptr<std::FILE, FileCloser>;
 }  // namespace
 
 FileContents read_file(const std::filesystem::path& path, std::uint64_t limit) {
-  InputFile file(std::fopen(path.c_str(), "rb"));
+  RegularFile regular(path, "file");
+  InputFile file(::fdopen(regular.fd(), "rb"));
   if (!file) throw tensorcom::IoError("cannot open " + path.string(), errno);
-  struct stat info {};
-  if (::fstat(::fileno(file.get()), &info) != 0) throw tensorcom::IoError("cannot stat " + path.string(), errno);
-  if (S_ISDIR(info.st_mode)) throw tensorcom::IoError("cannot read " + path.string() + ": a folder", EISDIR);
+  (void)regular.release();  // the FILE* closes it now
   FileContents contents;
-  contents.size = static_cast<std::uint64_t>(info.st_size);
+  contents.size = regular.size();
   if (contents.size > limit) {
     contents.over_limit = true;
     return contents;
   }
-  // Sized by fstat for one read of a regular file; read on in blocks for a
-  // file that grew or a pipe that reports no size, never past the limit.
+  // Sized by fstat for one read; read on in blocks for a file that grew
+  // meanwhile, never past the limit.
   std::size_t done = 0;
   contents.bytes.resize(static_cast<std::size_t>(contents.size) + 1);
   for (;;) {

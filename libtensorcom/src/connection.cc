@@ -281,6 +281,9 @@ class Connection::Impl {
  private:
   void attach(const Endpoint& endpoint) {
     try {
+      // ZeroMQ takes bracketed IPv6 hosts only from a socket told so
+      // (without it: "No such device"); it applies to later binds and connects.
+      if (endpoint.address.find('[') != std::string::npos) socket_.set(zmq::sockopt::ipv6, 1);
       if (endpoint.bind) {
         socket_.bind(endpoint.address);
         bound_.push_back(socket_.get(zmq::sockopt::last_endpoint));
@@ -288,8 +291,11 @@ class Connection::Impl {
         socket_.connect(endpoint.address);
       }
     } catch (const zmq::error_t& e) {
+      // ZeroMQ reports a host it cannot resolve, or an interface it does not
+      // know, as ENODEV.
+      const std::string why = e.num() == ENODEV ? ": no such host or interface" : "";
       throw_transport(std::string(endpoint.bind ? "cannot bind " : "cannot connect ") + endpoint.url + " (" +
-                          endpoint.address + ")",
+                          endpoint.address + ")" + why,
                       e);
     }
   }

@@ -10,8 +10,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "tensorcom/regular_file.h"
+
 namespace tensorcom {
 namespace {
+
+// A certificate is a few hundred bytes; a larger file is not one.
+constexpr std::uint64_t kMostCertificateBytes = 64 << 10;
 
 constexpr std::size_t kZ85KeyLength = 40;
 
@@ -91,8 +96,7 @@ void write_curve_certificates(const std::filesystem::path& path, const CurveKeyP
 }
 
 CurveKeyPair read_curve_certificate(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError("cannot read CURVE certificate " + path.string(), errno);
+  std::istringstream in(read_regular_file(path, kMostCertificateBytes, "CURVE certificate"));
   CurveKeyPair keys;
   std::string section;
   std::string line;

@@ -14,6 +14,17 @@ TEST_CASE("control characters are escaped, UTF-8 is kept") {
   CHECK(printable("abcdef", 3) == "abc...");
 }
 
+TEST_CASE("bytes that are not UTF-8, and C1 controls, are shown as hex") {
+  CHECK(printable("caf\xe9") == "caf\\xe9");  // Latin-1
+  CHECK(printable("\xc2\x9b"
+                  "2J") == "\\xc2\\x9b2J");                    // U+009B, CSI
+  CHECK(printable("\xc2\xa0") == "\xc2\xa0");                  // U+00A0 is text
+  CHECK(printable("\xe2\x82") == "\\xe2\\x82");                // cut short
+  CHECK(printable("\xc0\xaf") == "\\xc0\\xaf");                // overlong '/'
+  CHECK(printable("\xed\xa0\x80") == "\\xed\\xa0\\x80");       // a surrogate
+  CHECK(printable("\xf0\x9f\x98\x80") == "\xf0\x9f\x98\x80");  // an emoji
+}
+
 TEST_CASE("a pipe shard is told by its file's name, never its command") {
   CHECK(public_shard_name("/data/train-000001.tar", 4) == "/data/train-000001.tar");
   CHECK(public_shard_name("pipe:curl -s https://u:pw@host/x/train-000002.tar?sig=abc", 4) == "train-000002.tar");

@@ -8,10 +8,14 @@
 #include <sstream>
 
 #include "tensorcom/error.h"
+#include "tensorcom/regular_file.h"
 
 namespace tensorcom::tools {
 
 namespace {
+
+// ImageNet's table is 40 KB; a million classes of long names fit in this.
+constexpr std::uint64_t kMostClassTableBytes = std::uint64_t{256} << 20;
 
 // "line L, column C" (both from 1) of the byte at offset.
 std::string line_and_column(std::string_view text, std::size_t offset) {
@@ -154,12 +158,7 @@ ClassNames parse_class_names(std::string_view text, std::string_view source) {
 }
 
 ClassNames read_class_names(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("cannot open '" + path.string() + "'", errno);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw IoError("cannot read '" + path.string() + "'", EIO);
-  return parse_class_names(text.str(), path.string());
+  return parse_class_names(read_regular_file(path, kMostClassTableBytes, "class table"), path.string());
 }
 
 }  // namespace tensorcom::tools

@@ -67,8 +67,9 @@ po::options_description make_options() {
       "list", po::value<std::string>(), "read samples from this list of 'PATH LABEL' lines")(
       "synthetic", po::value<std::uint64_t>(), "generate this many synthetic samples")(
       "from-shards", po::value<std::string>(),
-      "re-pack the samples of these tar shards (brace-expanded, in order), e.g. 'in/train-{0000..0146}.tar'")(
-      "shuffle", po::bool_switch(), "shuffle the samples (deterministically, by --seed)")(
+      "re-pack the samples of these tar shards (brace-expanded, in order; paths, file:PATH, pipe:COMMAND or "
+      "http(s) URLs), e.g. 'in/train-{0000..0146}.tar'")("shuffle", po::bool_switch(),
+                                                         "shuffle the samples (deterministically, by --seed)")(
       "jobs,j", po::value<int>(),
       "threads reading, generating and rewriting images (default: every core); "
       "the output is the same for any number")("seed", po::value<std::uint64_t>()->default_value(0),
@@ -83,7 +84,8 @@ po::options_description make_options() {
                       "JPEG quality of --max-side's and synthetic images (1-100)")(
       "filter", po::value<std::string>()->default_value("bicubic"), "--max-side's resampling: bicubic or bilinear")(
       "max-member-bytes", po::value<std::uint64_t>()->default_value(std::uint64_t{256} << 20),
-      "--from-shards: a sample with a member larger than this is left out, with a warning (as servers skip it)")(
+      "a sample whose image (or, --from-shards, any member) is larger than this is left out unread, with a "
+      "warning (as servers skip it)")(
       "restart-markers", po::bool_switch(),
       "rewrite JPEGs losslessly with a restart marker after every MCU (as jpegtran -restart 1B -optimize): "
       "servers then entropy-decode only what their crops need; same pixels, files a few percent larger");
@@ -153,14 +155,45 @@ void check_inputs(const po::variables_map& vars) {
   return options;
 }
 
+// Whether text is UTF-8 (JSON, and so classes.json, can hold nothing else).
+[[nodiscard]] bool is_utf8(std::string_view text) noexcept {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    const std::size_t length = lead < 0x80           ? 1
+                               : (lead >> 5) == 0x6  ? 2
+                               : (lead >> 4) == 0xE  ? 3
+                               : (lead >> 3) == 0x1E ? 4
+                                                     : 0;
+    if (length == 0 || i + length > text.size()) return false;
+    for (std::size_t k = 1; k < length; ++k) {
+      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
+// Refuses, before any shard is written, class names classes.json could not
+// hold (a folder named in Latin-1, say): renaming the folder is the fix.
+void check_class_names(const std::vector<std::string>& classes) {
+  for (const std::string& name : classes) {
+    if (!is_utf8(name)) {
+      throw tensorcom::ArgumentError("class folder " + printable(name) +
+                                     " is not named in UTF-8, which classes.json needs: rename it");
+    }
+  }
+}
+
 // Writes classes.json beside the shards: the class names as a JSON array,
 // label i naming classes[i] (what `tensorshow -C` and Python's json read).
 void write_class_names(const std::vector<std::string>& classes, const ShardPattern& pattern) {
   const std::filesystem::path path = std::filesystem::path(pattern.format(0)).parent_path() / "classes.json";
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << nlohmann::json(classes).dump() << '\n';
-  out.close();
-  if (!out) throw IoError("cannot write " + path.string(), errno);
+  // Staged and renamed: an existing classes.json is replaced whole or kept.
+  const std::string text = nlohmann::json(classes).dump() + '\n';
+  tensorcom::formats::StagedFile out(path);
+  out.write(std::as_bytes(std::span(text)));
+  out.commit();
   std::cout << "class names: " << path.string() << " (" << classes.size() << " classes)\n";
 }
 
@@ -203,9 +236,14 @@ void write_class_names(const std::vector<std::string>& classes, const ShardPatte
   return limits;
 }
 
-// The image bytes of a sample, read or generated.
-[[nodiscard]] ByteBuffer image_bytes(const Sample& sample, const SyntheticImageOptions& synthetic) {
-  return sample.file.empty() ? synthetic_jpeg(sample.index, sample.label, synthetic) : read_file(sample.file).bytes;
+// The image bytes of a sample, read or generated; nothing for a file over
+// max_bytes, which is left unread.
+[[nodiscard]] std::optional<ByteBuffer> image_bytes(const Sample& sample, const SyntheticImageOptions& synthetic,
+                                                    std::uint64_t max_bytes) {
+  if (sample.file.empty()) return synthetic_jpeg(sample.index, sample.label, synthetic);
+  tensorcom::formats::FileContents contents = read_file(sample.file, max_bytes);
+  if (contents.over_limit) return std::nullopt;
+  return std::move(contents.bytes);
 }
 
 // Counts a JPEG left without restart markers, with a warning naming it.
@@ -337,6 +375,7 @@ struct Packer {
   ShardWriter writer;
   ImageRewriter rewriter;
   unsigned jobs;
+  std::uint64_t max_image_bytes;  // --max-member-bytes: larger images are left out
 };
 
 // --from-shards: re-packs shards. Returns the exit status.
@@ -355,14 +394,19 @@ int repack(const po::variables_map& vars, Packer& p) {
   return counts.damaged_shards ? 1 : 0;
 }
 
+// What packing met besides good samples.
+struct PackCounts {
+  std::uint64_t unreadable_jpegs = 0;  // packed without restart markers
+  std::uint64_t oversized_images = 0;  // left out
+};
+
 // An ImageFolder tree, a list or synthetic images: each sample's image
 // read (or drawn) and rewritten on the job threads, written in order.
-// Returns how many JPEGs were packed without restart markers.
-std::uint64_t pack_samples(const std::vector<Sample>& samples, const SyntheticImageOptions& synthetic, Packer& p) {
-  std::uint64_t unreadable_jpegs = 0;
+PackCounts pack_samples(const std::vector<Sample>& samples, const SyntheticImageOptions& synthetic, Packer& p) {
+  PackCounts counts;
   struct Item {
     const Sample* sample;
-    ByteBuffer image;
+    std::optional<ByteBuffer> image;       // nothing: over --max-member-bytes
     std::optional<std::string> unchanged;  // why it kept no restart markers
   };
   std::size_t next = 0;
@@ -373,20 +417,26 @@ std::uint64_t pack_samples(const std::vector<Sample>& samples, const SyntheticIm
   run_in_order<Item>(
       p.jobs, read,
       [&](Item& item) {
-        item.image = image_bytes(*item.sample, synthetic);
-        if (p.rewriter.changes_anything()) item.unchanged = p.rewriter.rewrite(item.image);
+        item.image = image_bytes(*item.sample, synthetic, p.max_image_bytes);
+        if (item.image && p.rewriter.changes_anything()) item.unchanged = p.rewriter.rewrite(*item.image);
       },
       [&](const Item& item) {
         const Sample& sample = *item.sample;
-        if (item.unchanged) report_unchanged(describe(sample), *item.unchanged, unreadable_jpegs);
+        if (!item.image) {
+          std::cerr << "make-shards: " << printable(describe(sample)) << ": left out: larger than " << p.max_image_bytes
+                    << " bytes (--max-member-bytes)\n";
+          ++counts.oversized_images;
+          return;
+        }
+        if (item.unchanged) report_unchanged(describe(sample), *item.unchanged, counts.unreadable_jpegs);
         std::string label = std::to_string(sample.label);
         const TarMember members[] = {
-            {sample.key + "." + sample.extension, item.image},
+            {sample.key + "." + sample.extension, *item.image},
             {sample.key + ".cls", std::as_bytes(std::span(label))},
         };
         p.writer.add(p.encoder.encode(members));
       });
-  return unreadable_jpegs;
+  return counts;
 }
 
 // Parses the command line; nothing when usage was printed (*status says
@@ -423,15 +473,19 @@ int run(int argc, char** argv) {
   ShardLimits limits = shard_limits(vars);
   SyntheticImageOptions synthetic = synthetic_options(vars);
   Packer packer{TarEncoder(vars["mtime"].as<std::int64_t>()), ShardWriter(std::move(pattern), limits),
-                ImageRewriter(reduce_options(vars), vars["restart-markers"].as<bool>()), job_count(vars)};
+                ImageRewriter(reduce_options(vars), vars["restart-markers"].as<bool>()), job_count(vars),
+                vars["max-member-bytes"].as<std::uint64_t>()};
   if (vars.count("from-shards")) return repack(vars, packer);
 
   std::vector<std::string> classes;
   const std::vector<Sample> samples = select_samples(vars, &classes);
-  const std::uint64_t unreadable_jpegs = pack_samples(samples, synthetic, packer);
+  check_class_names(classes);
+  const PackCounts counts = pack_samples(samples, synthetic, packer);
   print_summary(packer.writer.finish());
   print_reductions(packer.rewriter);
-  if (unreadable_jpegs) std::cout << "JPEGs packed unchanged (unreadable): " << unreadable_jpegs << '\n';
+  if (counts.unreadable_jpegs) std::cout << "JPEGs packed unchanged (unreadable): " << counts.unreadable_jpegs << '\n';
+  if (counts.oversized_images)
+    std::cout << "images left out (larger than --max-member-bytes): " << counts.oversized_images << '\n';
   if (!classes.empty()) write_class_names(classes, ShardPattern(vars["output"].as<std::string>()));
   return 0;
 }

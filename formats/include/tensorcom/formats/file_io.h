@@ -48,7 +48,8 @@ struct FileContents {
 
 // Returns the contents of path (at most `limit` bytes: a larger file is
 // reported over_limit, unread). Throws IoError naming path if it cannot be
-// opened or read (a directory fails here too).
+// opened or read, or is not a regular file (a folder, a FIFO, a device:
+// see tensorcom/regular_file.h).
 [[nodiscard]] FileContents read_file(const std::filesystem::path& path,
                                      std::uint64_t limit = std::numeric_limits<std::uint64_t>::max());
 
