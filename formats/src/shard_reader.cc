@@ -362,16 +362,17 @@ std::optional<ShardSample> ShardReader::read_until_next_key() {
 
 namespace {
 
-// Reads the current member's data; false if the archive ends inside it.
-bool read_member(archive* a, ByteBuffer& out, std::uint64_t size) {
-  std::size_t done = 0;
-  out.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, kFirstMemberBlock)));
-  while (done < size) {
-    if (done == out.size()) out.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, 2 * out.size())));
+// Reads the current member's data from out's first `done` bytes on, up to
+// `until` bytes in all; false if the archive ends inside it.
+bool read_member_until(archive* a, ByteBuffer& out, std::size_t done, std::uint64_t until) {
+  out.resize(std::max(out.size(), static_cast<std::size_t>(std::min<std::uint64_t>(until, kFirstMemberBlock))));
+  while (done < until) {
+    if (done == out.size()) out.resize(static_cast<std::size_t>(std::min<std::uint64_t>(until, 2 * out.size())));
     la_ssize_t n = archive_read_data(a, out.data() + done, out.size() - done);
     if (n <= 0) return false;
     done += static_cast<std::size_t>(n);
   }
+  out.resize(done);
   return true;
 }
 
@@ -388,9 +389,18 @@ bool ShardReader::add_member(const std::string& name, std::string extension, std
     sample.members.push_back(std::move(member));
     return archive_read_data_skip(source_->get()) >= ARCHIVE_WARN;
   }
-  if (!read_member(source_->get(), member.data, size)) return false;
+  if (!read_member(member.extension, member.data, size)) return false;
   sample.members.push_back(std::move(member));
   return true;
+}
+
+bool ShardReader::read_member(std::string_view extension, ByteBuffer& out, std::uint64_t size) {
+  archive* a = source_->get();
+  if (!options_.keep) return read_member_until(a, out, 0, size);
+  const std::uint64_t head = std::min<std::uint64_t>(size, kMemberHeadBytes);
+  if (!read_member_until(a, out, 0, head)) return false;
+  if (!options_.keep(extension, out)) return head == size || archive_read_data_skip(a) >= ARCHIVE_WARN;
+  return read_member_until(a, out, out.size(), size);
 }
 
 }  // namespace tensorcom::formats

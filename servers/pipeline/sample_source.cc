@@ -5,6 +5,7 @@
 #include "tensorcom/formats/printable.h"
 #include "tensorcom/formats/shard_reader.h"
 #include "tensorcom/formats/webdataset.h"
+#include "tensorcom/imaging/format.h"
 
 namespace tensorcom::pipeline {
 
@@ -52,6 +53,11 @@ class ShardSource final : public SampleSource {
     // The first image of a sample, and its label: nothing else is read.
     options.wanted = [](const formats::ShardSample& so_far, std::string_view extension) {
       return extension == "cls" || (formats::is_image_extension(extension) && !has_image(so_far));
+    };
+    // An "image" whose first bytes are no image format is read no further:
+    // its head is enough for the decoder to skip it as undecodable.
+    options.keep = [](std::string_view extension, std::span<const std::byte> head) {
+      return !formats::is_image_extension(extension) || imaging::sniff_format(head) != imaging::ImageFormat::kUnknown;
     };
     try {
       formats::ShardReader reader(shard, std::move(options));

@@ -323,3 +323,25 @@ TEST_CASE("a cancelled reader stops during the back-off wait") {
   CHECK(reader.error() == std::optional<std::string>("stopped"));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
 }
+
+TEST_CASE("a member keep() refuses is read no further than its head") {
+  TempDir dir;
+  const fs::path tar = dir.path / "heads.tar";
+  const std::string big(3 * kMemberHeadBytes + 5, 'z');
+  write_tar(tar, {{"a.jpg", big}, {"a.cls", "1"}, {"b.jpg", "tiny"}, {"b.txt", big}}, true);
+  ShardReaderOptions options;
+  std::vector<std::size_t> shown;
+  options.keep = [&](std::string_view extension, std::span<const std::byte> head) {
+    shown.push_back(head.size());
+    return extension != "jpg";
+  };
+  ShardReader reader(tar.string(), options);
+  auto samples = read_all(reader);
+  REQUIRE(samples.size() == 2);
+  CHECK(member(samples[0], "jpg") == big.substr(0, kMemberHeadBytes));  // the head only
+  CHECK(member(samples[0], "cls") == "1");
+  CHECK(member(samples[1], "jpg") == "tiny");  // smaller than a head: all of it
+  CHECK(member(samples[1], "txt") == big);     // kept: read whole after its head
+  CHECK(shown == std::vector<std::size_t>{kMemberHeadBytes, 1, 4, kMemberHeadBytes});
+  CHECK_FALSE(reader.error().has_value());
+}

@@ -297,14 +297,35 @@ class _Zeros(io.RawIOBase):
         return k
 
 
-def write_zero_members_tgz(path, count, size, good=()):
+class _Chained(io.RawIOBase):
+    """prefix, then what stream reads."""
+    def __init__(self, prefix, stream):
+        self.prefix = prefix
+        self.stream = stream
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        if self.prefix:
+            k = min(len(b), len(self.prefix))
+            b[:k] = self.prefix[:k]
+            self.prefix = self.prefix[k:]
+            return k
+        return self.stream.readinto(b)
+
+
+def write_zero_members_tgz(path, count, size, good=(), head=b""):
     """A .tar.gz of `count` zero-filled "jpg" members of `size` bytes (a few
-    hundred KB on disk), then the (key, members) samples of `good`."""
+    hundred KB on disk), each starting with `head` (b"\\xff\\xd8\\xff\\xe0":
+    a JPEG's first bytes, so that it is read whole), then the (key, members)
+    samples of `good`."""
     with tarfile.open(path, "w:gz", compresslevel=1) as tar:
         for i in range(count):
             info = tarfile.TarInfo(f"zero{i:02d}.jpg")
             info.size = size
-            tar.addfile(info, io.BufferedReader(_Zeros(size), 1 << 20))
+            zeros = io.BufferedReader(_Zeros(size - len(head)), 1 << 20)
+            tar.addfile(info, io.BufferedReader(_Chained(head, zeros), 1 << 20))
         for key, members in good:
             for ext, data in members.items():
                 info = tarfile.TarInfo(f"{key}.{ext}")

@@ -138,7 +138,8 @@ def test_memory_limit_bounds_buffered_samples_in_bytes(root, rundir):
         pytest.skip("sanitizer build: its allocator keeps freed memory on purpose")
     rng = np.random.default_rng(21)
     d = tempfile.mkdtemp(dir=root, prefix="ml")
-    path = write_zero_members_tgz(os.path.join(d, "zeros.tar.gz"), 16, 40 << 20, good_samples(rng, 4, "g"))
+    path = write_zero_members_tgz(os.path.join(d, "zeros.tar.gz"), 16, 40 << 20, good_samples(rng, 4, "g"),
+                                  head=b"\xff\xd8\xff\xe0")
     assert os.path.getsize(path) < 4 << 20
     args = ["-u", path, "--epochs", "1", "--meta", "-b", "1", "--size", "32", "-r", "0"]
     r = run(args + ["--memory-limit", str(64 << 20)], rundir)
@@ -159,7 +160,7 @@ def test_running_out_of_memory_in_one_shard_ends_only_that_shard(root, rundir):
     import resource
     rng = np.random.default_rng(22)
     d = tempfile.mkdtemp(dir=root, prefix="oom")
-    huge = write_zero_members_tgz(os.path.join(d, "a-huge.tar.gz"), 1, 300 << 20)
+    huge = write_zero_members_tgz(os.path.join(d, "a-huge.tar.gz"), 1, 300 << 20, head=b"\xff\xd8\xff\xe0")
     good = h.write_tar(os.path.join(d, "b-good.tar"), good_samples(rng, 4, "g"))
     limit = 900 << 20
 
@@ -208,3 +209,23 @@ def test_a_one_epoch_pub_server_reaches_a_subscriber_started_before_it_whole(cle
     finally:
         sub.close(linger=0)
         ctx.term()
+
+
+def test_a_member_that_is_no_image_is_not_buffered(root, rundir):
+    """Sixteen 100 MiB zero-filled ".jpg" members (a shard of a few MB): each
+    is read no further than its first bytes, which show it is no image, and
+    skipped as undecodable; peak memory stays far below one member."""
+    if _sanitized(h.SHARDS_EXE):
+        pytest.skip("sanitizer build: its allocator keeps freed memory on purpose")
+    rng = np.random.default_rng(23)
+    d = tempfile.mkdtemp(dir=root, prefix="ni")
+    good = good_samples(rng, 4, "g")
+    path = write_zero_members_tgz(os.path.join(d, "zeros.tar.gz"), 16, 100 << 20, good)
+    baseline = write_zero_members_tgz(os.path.join(d, "none.tar.gz"), 0, 0, good)
+    args = ["--epochs", "1", "--meta", "-b", "1", "--size", "32", "-r", "0"]
+    r = run(["-u", path] + args, rundir)
+    assert r.rc == 0, r
+    assert sorted(r.keys()) == [f"g{i}" for i in range(4)]
+    assert r.summary()[2] == {"missing label": 16}, r.summary()
+    plain = run(["-u", baseline] + args, tempfile.mkdtemp(dir=root, prefix="nb"))
+    assert peak_memory_mib(r) - peak_memory_mib(plain) < 32, (r.out, plain.out)
