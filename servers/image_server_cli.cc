@@ -33,6 +33,9 @@ std::array<float, 3> parse_triple(const std::string& text, const char* name) {
   return out;
 }
 
+// The largest --size, and size in a --size-schedule: well past any real job.
+constexpr int kMostSize = 8192;
+
 // What a bare --shuffle (or shards' -S, the reference's switch) means.
 constexpr std::size_t kBareShuffle = 1000;
 
@@ -72,7 +75,11 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
       "(0: the share as it is)")("seed", po::value(&s.order.seed)->default_value(0), "seed of every random choice")(
 
       "size", po::value(&s.format.size)->default_value(224), "output height and width")(
-      "val", "validation transform: resize to size*256/224, centre crop, no flip")(
+      "size-schedule", po::value(&size_schedule_),
+      "START,END,START_EPOCH,END_EPOCH: training size by epoch, FFCV's progressive resizing: START up to "
+      "START_EPOCH, END from END_EPOCH, linear between them rounded to a multiple of 32 (epochs from 0; "
+      "instead of --size; not with --val)")("val",
+                                            "validation transform: resize to size*256/224, centre crop, no flip")(
       "interpolation", po::value(&interpolation_)->default_value("bilinear"),
       "bilinear or bicubic (torchvision's pixels: Pillow's antialiased filters on a full-scale decode), "
       "or fast (DCT-scaled decode, 2-tap bilinear)")(
@@ -167,6 +174,7 @@ void ImageServerCli::finish() {
   finish_connection();
   finish_augment();
   finish_format();
+  finish_size_schedule();
   check_bounds();
   if (!s.metrics_address.empty()) (void)metrics::parse_host_port(s.metrics_address);  // refused before serving
 }
@@ -248,13 +256,24 @@ void ImageServerCli::finish_format() {
   }
 }
 
+void ImageServerCli::finish_size_schedule() {
+  if (size_schedule_.empty()) return;
+  // Validation is measured at one size, as FFCV's val_res: a validation
+  // server keeps its --size.
+  if (server.augment.validation) {
+    throw ArgumentError("--size-schedule is for training: --val serves every epoch at its --size");
+  }
+  if (!vars_["size"].defaulted()) throw ArgumentError("--size-schedule sets the size of every epoch: drop --size");
+  server.size_schedule = parse_size_schedule(size_schedule_, kMostSize);
+  server.format.size = server.size_schedule->size_at(0);
+}
+
 void ImageServerCli::check_bounds() const {
   const ImageServerOptions& s = server;
   // Bounds well past any real job, checked before anything is allocated:
   // negative numbers read as huge unsigned ones, and a huge batch or image
   // size would end the program in bad_alloc.
   constexpr std::uint64_t kMostBatch = 65536, kMostWorkers = 1024, kMostBatchBytes = std::uint64_t{8} << 30;
-  constexpr int kMostSize = 8192;
   auto in_range = [](const char* option, std::uint64_t value, std::uint64_t most) {
     if (value < 1 || value > most) {
       throw ArgumentError(std::string(option) + " " + std::to_string(value) + ": expected 1 to " +
@@ -264,11 +283,12 @@ void ImageServerCli::check_bounds() const {
   in_range("--batch", s.format.batch_size, kMostBatch);
   in_range("--size", s.format.size > 0 ? static_cast<std::uint64_t>(s.format.size) : 0, kMostSize);
   in_range("--workers", s.workers > 0 ? static_cast<std::uint64_t>(s.workers) : 0, kMostWorkers);
-  if (s.format.batch_size * s.format.image_bytes() > kMostBatchBytes) {
-    throw ArgumentError("--batch " + std::to_string(s.format.batch_size) + " of --size " +
-                        std::to_string(s.format.size) + " makes batches of " +
-                        std::to_string(s.format.batch_size * s.format.image_bytes()) + " bytes; at most " +
-                        std::to_string(kMostBatchBytes));
+  BatchFormat largest = s.format;  // the batches of the schedule's largest size, or of --size
+  if (s.size_schedule) largest.size = s.size_schedule->largest();
+  if (largest.batch_size * largest.image_bytes() > kMostBatchBytes) {
+    throw ArgumentError("--batch " + std::to_string(largest.batch_size) + " of size " + std::to_string(largest.size) +
+                        " makes batches of " + std::to_string(largest.batch_size * largest.image_bytes()) +
+                        " bytes; at most " + std::to_string(kMostBatchBytes));
   }
   const double flip = s.augment.flip_probability;
   if (!(flip >= 0 && flip <= 1)) throw ArgumentError("--flip " + std::to_string(flip) + ": expected 0 to 1");

@@ -42,11 +42,13 @@ struct ImageServerCli {
   void finish_connection();
   void finish_augment();
   void finish_format();
+  void finish_size_schedule();
   void check_bounds() const;
   boost::program_options::variables_map vars_;
   std::string layout_ = "BHWC";
   std::string dtype_ = "uint8";
   std::string interpolation_ = "bilinear";
+  std::string size_schedule_;  // --size-schedule as given; empty: none
   std::string mean_;
   std::string std_;
   std::int64_t linger_ms_ = 10000;

@@ -16,11 +16,25 @@ std::vector<std::byte> bytes_of(std::initializer_list<int> values) {
 }  // namespace
 
 TEST_CASE("metadata round trip") {
-  BatchMetadata meta{{"n01440764_10026", "n01440764_10027"}, {"train-000.tar", "train-001.tar"}, "host:1", 77, {}};
+  BatchMetadata meta{
+      {"n01440764_10026", "n01440764_10027"}, {"train-000.tar", "train-001.tar"}, "host:1", 77, {}, {}, {}};
   SUBCASE("bytes") { CHECK(decode_metadata(encode_metadata(meta)) == meta); }
   SUBCASE("with each sample's geometry") {
     meta.geometry = {{10, 20, 300, 200, true, 500, 375}, {0, 0, 1, 1, false, 1, 1}};
     CHECK(decode_metadata(encode_metadata(meta)) == meta);
+  }
+  SUBCASE("with the batch's epoch and image size") {
+    meta.epoch = 3;
+    meta.size = 96;
+    const BatchMetadata back = decode_metadata(encode_metadata(meta));
+    CHECK(back == meta);
+    CHECK(back.epoch == std::optional<std::uint64_t>(3));
+    CHECK(back.size == std::optional<std::uint32_t>(96));
+  }
+  SUBCASE("metadata without epoch and size leaves them unset") {
+    const BatchMetadata back = decode_metadata(encode_metadata(meta));
+    CHECK_FALSE(back.epoch.has_value());
+    CHECK_FALSE(back.size.has_value());
   }
   SUBCASE("as the 'meta' tensor of a batch") {
     Tensor t = metadata_tensor(meta);
@@ -34,7 +48,7 @@ TEST_CASE("metadata round trip") {
     CHECK_FALSE(find_metadata(batch).has_value());
   }
   SUBCASE("the encoding is a plain msgpack map") {
-    BatchMetadata small{{}, {}, "", 5, {}};
+    BatchMetadata small{{}, {}, "", 5, {}, {}, {}};
     // fixmap(4) "keys" [] "shards" [] "server" "" "seq" 5
     auto expected = bytes_of({0x84, 0xa4, 'k', 'e', 'y', 's', 0x90, 0xa6, 's',  'h',  'a', 'r', 'd', 's',
                               0x90, 0xa6, 's', 'e', 'r', 'v', 'e',  'r',  0xa0, 0xa3, 's', 'e', 'q', 0x05});
@@ -60,7 +74,7 @@ TEST_CASE("hostile metadata") {
                          FormatError);
   }
   SUBCASE("geometry that does not fit the samples") {
-    BatchMetadata meta{{"a", "b"}, {"s", "s"}, "h", 1, {{1, 2, 3, 4, false, 9, 9}}};
+    BatchMetadata meta{{"a", "b"}, {"s", "s"}, "h", 1, {{1, 2, 3, 4, false, 9, 9}}, {}, {}};
     CHECK_THROWS_WITH_AS((void)decode_metadata(encode_metadata(meta)),
                          doctest::Contains("geometry for 1 samples and 2 keys"), FormatError);
     // {"crops": [[1, 2, 3]]}: a box of three values
@@ -73,6 +87,12 @@ TEST_CASE("hostile metadata") {
   SUBCASE("wrong field types") {
     CHECK_THROWS_WITH_AS((void)decode_metadata(bytes_of({0x81, 0xa3, 's', 'e', 'q', 0xff})),
                          doctest::Contains("'seq' is not an unsigned integer"), FormatError);
+    CHECK_THROWS_WITH_AS((void)decode_metadata(bytes_of({0x81, 0xa5, 'e', 'p', 'o', 'c', 'h', 0xff})),
+                         doctest::Contains("'epoch' is not an unsigned integer"), FormatError);
+    // {"size": 2**32}
+    CHECK_THROWS_WITH_AS(
+        (void)decode_metadata(bytes_of({0x81, 0xa4, 's', 'i', 'z', 'e', 0xcf, 0, 0, 0, 1, 0, 0, 0, 0})),
+        doctest::Contains("'size' is too large"), FormatError);
     CHECK_THROWS_WITH_AS((void)decode_metadata(bytes_of({0x81, 0xa4, 'k', 'e', 'y', 's', 0x91, 0x01})),
                          doctest::Contains("'keys' holds a non-string"), FormatError);
   }

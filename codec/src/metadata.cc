@@ -34,7 +34,8 @@ std::vector<std::byte> encode_metadata(const BatchMetadata& metadata) {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> packer(buffer);
   const bool geometry = !metadata.geometry.empty();
-  packer.pack_map(geometry ? 7 : 4);
+  const std::uint32_t fields = 4 + (geometry ? 3 : 0) + (metadata.epoch ? 1 : 0) + (metadata.size ? 1 : 0);
+  packer.pack_map(fields);
   packer.pack(std::string_view("keys"));
   packer.pack(metadata.keys);
   packer.pack(std::string_view("shards"));
@@ -44,6 +45,8 @@ std::vector<std::byte> encode_metadata(const BatchMetadata& metadata) {
   packer.pack(std::string_view("seq"));
   packer.pack(metadata.sequence);
   if (geometry) pack_geometry(packer, metadata.geometry);
+  if (metadata.epoch) packer.pack(std::string_view("epoch")).pack(*metadata.epoch);
+  if (metadata.size) packer.pack(std::string_view("size")).pack(*metadata.size);
   auto* begin = reinterpret_cast<const std::byte*>(buffer.data());
   return {begin, begin + buffer.size()};
 }
@@ -111,6 +114,14 @@ void read_flips(std::vector<SampleGeometry>& geometry, const msgpack::object& va
   }
 }
 
+std::uint64_t as_unsigned(const msgpack::object& value, const char* field) {
+  if (value.type != msgpack::type::POSITIVE_INTEGER) {
+    throw FormatError(FormatErrorKind::kMetadata, std::string("metadata '") + field + "' is not an unsigned integer",
+                      0);
+  }
+  return value.via.u64;
+}
+
 void read_field(BatchMetadata& out, std::string_view key, const msgpack::object& value) {
   if (key == "keys") {
     out.keys = as_strings(value, "keys");
@@ -121,9 +132,13 @@ void read_field(BatchMetadata& out, std::string_view key, const msgpack::object&
       throw FormatError(FormatErrorKind::kMetadata, "metadata 'server' is not a string", 0);
     out.server.assign(value.via.str.ptr, value.via.str.size);
   } else if (key == "seq") {
-    if (value.type != msgpack::type::POSITIVE_INTEGER)
-      throw FormatError(FormatErrorKind::kMetadata, "metadata 'seq' is not an unsigned integer", 0);
-    out.sequence = value.via.u64;
+    out.sequence = as_unsigned(value, "seq");
+  } else if (key == "epoch") {
+    out.epoch = as_unsigned(value, "epoch");
+  } else if (key == "size") {
+    const std::uint64_t size = as_unsigned(value, "size");
+    if (size > UINT32_MAX) throw FormatError(FormatErrorKind::kMetadata, "metadata 'size' is too large", 0);
+    out.size = static_cast<std::uint32_t>(size);
   } else if (key == "crops") {
     read_tuples(out.geometry, value, "crops", 4, [](SampleGeometry& g, std::size_t j, std::int32_t v) {
       (j == 0 ? g.x : j == 1 ? g.y : j == 2 ? g.width : g.height) = v;

@@ -32,7 +32,10 @@ See docs/deploy.md. The model itself is not wrapped in DDP here.
 --batch-size sets the batches of folder and synthetic; tensorcom input is
 re-batched to it (its servers' batches split or joined, the rest kept for
 the next step: every sample is used once, in the order it came). Without
-it, tensorcom batches are used as the servers send them.
+it, tensorcom batches are used as the servers send them. Their image size is
+the servers': with --size-schedule (progressive resizing) it grows between
+epochs; the model takes any size, batches are never joined across a size
+change (the last of the old size goes out short), and the new size is said.
 
 Progress: on a terminal, a bar with the rate and the time left (tqdm, if
 installed); otherwise a line every --report steps. Both give the share of
@@ -88,7 +91,9 @@ def parse_args(argv):
     p.add_argument("--val-size", type=int, help="batches of --val an evaluation takes (required with --val)")
     p.add_argument("--checkpoint", metavar="PATH", help="save model and optimizer here after each epoch")
     p.add_argument("--resume", action="store_true", help="continue after the epoch saved in --checkpoint")
-    p.add_argument("--image-size", type=int, default=224, help="for folder and synthetic")
+    p.add_argument("--image-size", type=int, default=224,
+                   help="for folder and synthetic; tensorcom input comes at the servers' size (--size-schedule "
+                        "changes it by epoch)")
     p.add_argument("--workers", type=int, default=8, help="DataLoader worker processes for folder")
     p.add_argument("--classes", type=int, default=1000)
     p.add_argument("--lr", type=float, default=0.1)
@@ -145,25 +150,38 @@ WAIT_NOTICE_S = 5.0
 class Rebatcher:
     """Batches of exactly batch_size from a function giving batches of any
     size: larger ones are split, smaller ones joined, and what is left waits
-    for the next call, so every sample is handed out once, in order."""
+    for the next call, so every sample is handed out once, in order. Images
+    of different sizes are never joined: when the size changes (a server's
+    --size-schedule at an epoch's start), what is left of the old size is
+    handed out as a short batch."""
 
     def __init__(self, next_batch, batch_size):
         self.next_batch = next_batch  # () -> (images, labels)
         self.batch_size = batch_size
-        self.pending = []  # (images, labels) received and not yet handed out
+        self.pending = []  # (images, labels) received and not yet handed out, all of one image size
         self.pending_count = 0
+        self.held = None  # a received batch of a new size, waiting until pending is handed out
+
+    def _receive(self):
+        """Adds the next batch to pending; False (keeping it aside) if its images' size differs."""
+        images, labels = self.held if self.held is not None else self.next_batch()
+        self.held = None
+        if self.pending and images.shape[1:] != self.pending[0][0].shape[1:]:
+            self.held = (images, labels)
+            return False
+        self.pending.append((images, labels))
+        self.pending_count += images.shape[0]
+        return True
 
     def __call__(self):
-        while self.pending_count < self.batch_size:
-            images, labels = self.next_batch()
-            self.pending.append((images, labels))
-            self.pending_count += images.shape[0]
+        while self.pending_count < self.batch_size and self._receive():
+            pass
         if len(self.pending) == 1:  # views, no copy
             images, labels = self.pending[0]
         else:
             images = torch.cat([p[0] for p in self.pending])
             labels = torch.cat([p[1] for p in self.pending])
-        n = self.batch_size
+        n = min(self.batch_size, self.pending_count)
         self.pending = [(images[n:], labels[n:])] if images.shape[0] > n else []
         self.pending_count -= n
         return images[:n], labels[:n]
@@ -185,6 +203,7 @@ class TensorcomBatches:
         curve = {k: v for k, v in (("curve_secret", args.curve_secret), ("curve_server", args.curve_server)) if v}
         self.connection = tensorcom.Connection(mine, converters=converter, timeout=args.timeout, **curve)
         self.first = True
+        self.image_shape = None  # the images' shape past the batch dimension, to say when it changes
         self.batch_size = batch_size
         self.next_batch = self._received if batch_size is None else Rebatcher(self._received, batch_size)
 
@@ -197,7 +216,16 @@ class TensorcomBatches:
             rebatched = "" if self.batch_size in (None, batch[0].shape[0]) else f", re-batched to {self.batch_size}"
             say(f"{self.urls}: batches of {batch[0].shape[0]}{rebatched}")
         self.first = False
+        self._say_image_size(batch[0])
         return batch[0], batch[1]  # a third tensor, if any, is metadata
+
+    def _say_image_size(self, images):
+        """Says the images' size at the start and whenever it changes (servers with --size-schedule)."""
+        shape = tuple(images.shape[1:])
+        if shape != self.image_shape:
+            was = "" if self.image_shape is None else f" (was {self.image_shape})"
+            say(f"{self.urls}: images of shape {shape}{was}")
+            self.image_shape = shape
 
     def _first_batch(self):
         """Waits as recv() does, saying what for and how long so far."""

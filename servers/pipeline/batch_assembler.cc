@@ -1,8 +1,10 @@
 #include "batch_assembler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <new>
+#include <string>
 
 namespace tensorcom::pipeline {
 
@@ -78,11 +80,17 @@ struct BatchAssembler::Filling {
   std::vector<std::string> keys;
   std::vector<std::string> shards;
   std::vector<SampleGeometry> geometry;
+  std::vector<std::uint64_t> epochs;
 };
 
 namespace {
 
 constexpr std::size_t round_up(std::size_t n, std::size_t k) { return (n + k - 1) / k * k; }
+
+// Images first, then the labels, at an aligned offset.
+std::size_t labels_offset_of(const BatchFormat& format) {
+  return round_up(format.image_bytes() * format.batch_size, kTensorAlignment);
+}
 
 // How long acquire() waits before looking at the pool again: the publisher
 // ends its hold on a sent batch without signalling us.
@@ -90,10 +98,14 @@ constexpr auto kPoolPoll = std::chrono::milliseconds(2);
 
 }  // namespace
 
-BatchAssembler::BatchAssembler(BatchFormat format, std::size_t max_batches)
-    : format_(format), labels_offset_(round_up(format.image_bytes() * format.batch_size, kTensorAlignment)) {
+BatchAssembler::BatchAssembler(BatchFormat format, std::size_t max_batches, int largest_size)
+    : format_(format), largest_size_(std::max(largest_size, format.size)), labels_offset_(labels_offset_of(format)) {
   if (format_.batch_size == 0) throw ArgumentError("batch size must be positive");
-  std::size_t bytes = labels_offset_ + format_.batch_size * sizeof(std::int32_t);
+  // Every buffer holds a batch of the largest size, so that a size change
+  // reuses the pool instead of replacing it while sent batches still hold it.
+  BatchFormat largest = format_;
+  largest.size = largest_size_;
+  std::size_t bytes = labels_offset_of(largest) + format_.batch_size * sizeof(std::int32_t);
   pool_ = std::make_shared<BufferPool>(bytes, std::max<std::size_t>(max_batches, 2));
 }
 
@@ -133,6 +145,7 @@ std::optional<SampleSlot> BatchAssembler::take_slot_locked() {
   f.keys.resize(format_.batch_size);
   f.shards.resize(format_.batch_size);
   f.geometry.resize(format_.batch_size);
+  f.epochs.resize(format_.batch_size);
   return slot_of(f, f.handed_out++);
 }
 
@@ -146,7 +159,7 @@ std::optional<SampleSlot> BatchAssembler::acquire() {
 }
 
 void BatchAssembler::commit(const SampleSlot& slot, const std::uint8_t* hwc, std::int32_t label, std::string key,
-                            std::string shard, const SampleGeometry& geometry) {
+                            std::string shard, const SampleGeometry& geometry, std::uint64_t epoch) {
   // The slot's memory is this caller's alone until it is committed.
   if (!slot.direct) convert_image(format_, hwc, slot.image);
   std::lock_guard lock(mutex_);
@@ -157,6 +170,7 @@ void BatchAssembler::commit(const SampleSlot& slot, const std::uint8_t* hwc, std
   f->keys[slot.index] = std::move(key);
   f->shards[slot.index] = std::move(shard);
   f->geometry[slot.index] = geometry;
+  f->epochs[slot.index] = epoch;
   if (++f->committed == format_.batch_size) {
     ready_.push_back(make_ready(*f, format_.batch_size));
     filling_.remove_if([id = slot.batch](const Filling& g) { return g.id == id; });
@@ -183,6 +197,8 @@ AssembledBatch BatchAssembler::make_ready(Filling& f, std::size_t count) {
   batch.keys = std::move(f.keys);
   batch.shards = std::move(f.shards);
   batch.geometry = std::move(f.geometry);
+  batch.epoch = count ? *std::min_element(f.epochs.begin(), f.epochs.begin() + static_cast<std::ptrdiff_t>(count)) : 0;
+  batch.size = format_.size;
   batch.pipeline_hold = std::move(f.pipeline_hold);
   return batch;
 }
@@ -196,6 +212,7 @@ void BatchAssembler::move_sample(Filling& src, std::size_t from, Filling& dst, s
   dst.keys[to] = std::move(src.keys[from]);
   dst.shards[to] = std::move(src.shards[from]);
   dst.geometry[to] = src.geometry[from];
+  dst.epochs[to] = src.epochs[from];
 }
 
 // Packs the committed samples of the partly filled batches, in order, into
@@ -218,6 +235,23 @@ std::size_t BatchAssembler::pack_partial_batches() {
 }
 
 void BatchAssembler::finish() {
+  flush();
+  std::lock_guard lock(mutex_);
+  finished_ = true;
+  changed_.notify_all();
+}
+
+void BatchAssembler::set_size(int size) {
+  std::lock_guard lock(mutex_);
+  if (!filling_.empty()) throw Error("set_size while batches are being filled");
+  if (size < 1 || size > largest_size_) {
+    throw ArgumentError("size " + std::to_string(size) + " is not 1 to " + std::to_string(largest_size_));
+  }
+  format_.size = size;
+  labels_offset_ = labels_offset_of(format_);
+}
+
+void BatchAssembler::flush() {
   std::lock_guard lock(mutex_);
   const std::size_t size = format_.batch_size;
   std::size_t total = pack_partial_batches();
@@ -226,7 +260,6 @@ void BatchAssembler::finish() {
     ready_.push_back(make_ready(*it, std::min(size, total - first)));
   }
   filling_.clear();
-  finished_ = true;
   changed_.notify_all();
 }
 

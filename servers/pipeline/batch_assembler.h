@@ -50,20 +50,25 @@ struct AssembledBatch {
   std::vector<std::string> keys;
   std::vector<std::string> shards;
   std::vector<SampleGeometry> geometry;
+  std::uint64_t epoch = 0;              // the earliest epoch among its samples
+  int size = 0;                         // its images' height and width
   std::shared_ptr<void> pipeline_hold;  // drop it once the batch is handed to the transport
 };
 
 class BatchAssembler {
  public:
-  BatchAssembler(BatchFormat format, std::size_t max_batches);
+  // largest_size: the largest format.size set_size() may be given (buffers
+  // are made for it); 0: format.size.
+  BatchAssembler(BatchFormat format, std::size_t max_batches, int largest_size = 0);
   ~BatchAssembler();
 
   // A free slot; blocks while every batch buffer is in use. Nothing after cancel().
   [[nodiscard]] std::optional<SampleSlot> acquire();
   // The image is in the slot (written to slot.direct, or converted from hwc
-  // when slot.direct is null). Records label, key and shard.
+  // when slot.direct is null). Records label, key, shard and the epoch the
+  // sample was read in.
   void commit(const SampleSlot& slot, const std::uint8_t* hwc, std::int32_t label, std::string key, std::string shard,
-              const SampleGeometry& geometry = {});
+              const SampleGeometry& geometry = {}, std::uint64_t epoch = 0);
   // Gives the slot back to be filled by another sample.
   void abandon(const SampleSlot& slot);
 
@@ -71,9 +76,16 @@ class BatchAssembler {
   // filled batches held, packed in order so that only the last batch is
   // short; then nothing. Nothing after cancel().
   [[nodiscard]] std::optional<AssembledBatch> next_ready();
+  // What is partly filled becomes ready now, packed as finish() packs it, so
+  // that no batch holds samples from both sides of this call (an epoch's
+  // end). REQUIRES: no slot is held.
+  void flush();
   // No more samples will be committed: what is partly filled becomes ready.
   // REQUIRES: no slot is held.
   void finish();
+  // Batches from now on have images of size x size. REQUIRES: nothing is
+  // being filled (flush() first, no slot held); size <= largest_size.
+  void set_size(int size);
   // Wakes everyone; acquire() and next_ready() return nothing from now on.
   void cancel();
 
@@ -91,6 +103,7 @@ class BatchAssembler {
   std::size_t pack_partial_batches();
 
   BatchFormat format_;
+  int largest_size_;
   std::size_t labels_offset_;  // labels follow the images in one buffer
   std::shared_ptr<BufferPool> pool_;
   std::mutex mutex_;

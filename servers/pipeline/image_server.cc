@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include "batch_assembler.h"
@@ -39,6 +41,50 @@ std::uint64_t peak_memory_mib() {
 using Clock = std::chrono::steady_clock;
 constexpr auto kRelaxed = std::memory_order_relaxed;
 
+// Samples handed to the workers and not yet done with (committed, abandoned
+// or skipped). At zero no worker holds a batch slot and none waits in the
+// queue: the point where an epoch's batches can be closed. Thread-safe.
+class InFlight {
+ public:
+  void add() {
+    std::lock_guard lock(mutex_);
+    ++count_;
+  }
+  void done() {
+    std::lock_guard lock(mutex_);
+    if (--count_ == 0) zero_.notify_all();
+  }
+  // Blocks until the count is zero; false if `stopped` says so first
+  // (looked at every 50 ms: a stopped pipeline may never reach zero).
+  template <class Stopped>
+  bool wait_zero(Stopped stopped) {
+    std::unique_lock lock(mutex_);
+    while (count_ != 0) {
+      if (stopped()) return false;
+      zero_.wait_for(lock, std::chrono::milliseconds(50));
+    }
+    return true;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable zero_;
+  std::uint64_t count_ = 0;
+};
+
+// The images' size in `epoch`.
+int epoch_size(const ImageServerOptions& o, std::uint64_t epoch) {
+  return o.size_schedule ? o.size_schedule->size_at(epoch) : o.format.size;
+}
+
+int largest_size(const ImageServerOptions& o) { return o.size_schedule ? o.size_schedule->largest() : o.format.size; }
+
+BatchFormat format_of(const ImageServerOptions& o, int size) {
+  BatchFormat format = o.format;
+  format.size = size;
+  return format;
+}
+
 class ImageServer {
  public:
   ImageServer(const ImageServerOptions& options, SampleSource& source)
@@ -47,7 +93,7 @@ class ImageServer {
         memory_limit_(options.memory_limit ? options.memory_limit : default_memory_limit()),
         queue_(4 * static_cast<std::size_t>(std::max(options.workers, 1)) + options.format.batch_size,
                memory_limit_ / 4, buffered_bytes),
-        assembler_(options.format, batch_buffers(options)),
+        assembler_(format_of(options, epoch_size(options, 0)), batch_buffers(options), largest_size(options)),
         skips_(options.program),
         server_id_(options.server_id.empty() ? default_server_id() : options.server_id),
         connection_(options.addresses, connection_options(options)),
@@ -77,12 +123,16 @@ class ImageServer {
   }
 
   void read_all();
+  bool start_epoch(std::uint64_t epoch);
   bool read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer, EpochQuota& quota);
   void say_quota(std::uint64_t epoch, const EpochQuota& quota, std::size_t passes) const;
   bool await_subscribers();
   bool emit(RawSample sample);
   void clock_reading();  // adds the reader's time since read_mark_ to the read stage
   void work(std::size_t worker);
+  // Makes the augmenter's output size x size (a new epoch's size).
+  void resize(imaging::ImageAugmenter& augmenter, int size);
+  void count_jpegs(const imaging::ImageAugmenter& augmenter);
   // The sample's label, or nothing when it is skipped (counted).
   [[nodiscard]] std::optional<std::int32_t> admit(const RawSample& sample);
   // Decodes and augments the sample into the next batch slot, or skips it.
@@ -105,7 +155,9 @@ class ImageServer {
   SkipCounter skips_;
   std::string server_id_;
   Connection connection_;
-  std::uint64_t sequence_ = 0;  // samples emitted; reader thread only
+  std::uint64_t sequence_ = 0;       // samples emitted; reader thread only
+  std::uint64_t reading_epoch_ = 0;  // the epoch being read; reader thread only
+  InFlight in_flight_;
   std::atomic<std::uint64_t> shard_errors_{0};
   std::atomic<std::uint64_t> jpegs_sliced_{0};  // added by each worker as it ends
   std::atomic<std::uint64_t> jpegs_total_{0};
@@ -119,6 +171,7 @@ class ImageServer {
 
 void ImageServer::read_all() {
   for (std::uint64_t epoch = 0; options_.epochs == 0 || epoch < options_.epochs; ++epoch) {
+    if (!start_epoch(epoch)) return;
     const std::uint64_t epoch_start = sequence_;
     ShuffleBuffer<RawSample> buffer(options_.shuffle_buffer, seeded_rng({options_.order.seed, epoch, 3}),
                                     memory_limit_ / 4 * 3, buffered_bytes);
@@ -145,6 +198,25 @@ void ImageServer::read_all() {
     }
     if (options_.epoch_batches) say_quota(epoch, quota, passes);
   }
+}
+
+// With a size schedule, an epoch's batches end with it: every sample of the
+// epoch before is done and its partly filled batches are sent (the last one
+// short) before this epoch's first sample, and then this epoch's size
+// applies. The workers idle meanwhile, for about one image's work, once an
+// epoch. False when serving is stopped.
+bool ImageServer::start_epoch(std::uint64_t epoch) {
+  reading_epoch_ = epoch;
+  if (!options_.size_schedule) return true;
+  const int size = epoch_size(options_, epoch);
+  if (epoch > 0) {
+    if (!in_flight_.wait_zero([this] { return stop_requested(); })) return false;
+    assembler_.flush();
+    if (size == assembler_.format().size) return true;
+    assembler_.set_size(size);
+  }
+  std::cout << options_.program << ": epoch " << epoch << ": size " << size << " (--size-schedule)" << std::endl;
+  return true;
 }
 
 void ImageServer::say_quota(std::uint64_t epoch, const EpochQuota& quota, std::size_t passes) const {
@@ -198,9 +270,12 @@ void ImageServer::clock_reading() {
 
 bool ImageServer::emit(RawSample sample) {
   sample.sequence = sequence_++;
+  sample.epoch = reading_epoch_;
   // Waiting for the workers is not reading: the clock pauses while pushing.
   clock_reading();
+  in_flight_.add();
   const bool taken = queue_.push(std::move(sample));
+  if (!taken) in_flight_.done();
   read_mark_ = Clock::now();
   return taken;
 }
@@ -245,7 +320,7 @@ void ImageServer::augment_into_batch(imaging::ImageAugmenter& augmenter, RawSamp
   try {
     augmenter.augment(*sample.image, rng, slot->direct ? slot->direct : scratch.data());
     assembler_.commit(*slot, scratch.data(), label, std::move(sample.key), std::move(sample.shard),
-                      augmenter.last_geometry());
+                      augmenter.last_geometry(), sample.epoch);
     time_sample();
   } catch (const imaging::ImageError& e) {
     time_sample();
@@ -259,13 +334,26 @@ void ImageServer::augment_into_batch(imaging::ImageAugmenter& augmenter, RawSamp
 }
 
 void ImageServer::work(std::size_t worker) {
-  imaging::ImageAugmenter augmenter(options_.augment, options_.format.size);
-  std::vector<std::uint8_t> scratch(assembler_.format().direct() ? 0 : assembler_.format().image_bytes());
+  imaging::ImageAugmenter augmenter(options_.augment, epoch_size(options_, 0));
+  const BatchFormat largest = format_of(options_, largest_size(options_));
+  std::vector<std::uint8_t> scratch(largest.direct() ? 0 : largest.image_bytes());
   while (auto sample = queue_.pop()) {
+    resize(augmenter, epoch_size(options_, sample->epoch));
     if (const auto label = admit(*sample)) {
       augment_into_batch(augmenter, *sample, *label, scratch, worker_clocks_[worker]);
     }
+    in_flight_.done();
   }
+  count_jpegs(augmenter);
+}
+
+void ImageServer::resize(imaging::ImageAugmenter& augmenter, int size) {
+  if (augmenter.output().width == size) return;
+  count_jpegs(augmenter);  // a new augmenter counts from zero
+  augmenter = imaging::ImageAugmenter(options_.augment, size);
+}
+
+void ImageServer::count_jpegs(const imaging::ImageAugmenter& augmenter) {
   jpegs_sliced_ += augmenter.jpeg_counts().sliced;
   jpegs_total_ += augmenter.jpeg_counts().total;
 }
@@ -312,8 +400,9 @@ void ImageServer::publish() {
   while (auto batch = assembler_.next_ready()) {
     TensorList list{batch->images, batch->labels};
     if (options_.format.metadata) {
-      list.push_back(metadata_tensor(
-          {std::move(batch->keys), std::move(batch->shards), server_id_, sent_.batches(), std::move(batch->geometry)}));
+      list.push_back(
+          metadata_tensor({std::move(batch->keys), std::move(batch->shards), server_id_, sent_.batches(),
+                           std::move(batch->geometry), batch->epoch, static_cast<std::uint32_t>(batch->size)}));
     }
     if (!send_counted(list)) return;
     if (options_.repeat_first_batch) return repeat(list);

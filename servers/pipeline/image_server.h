@@ -6,12 +6,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "batch_format.h"
 #include "sample_order.h"
 #include "sample_source.h"
+#include "size_schedule.h"
 #include "tensorcom/connection.h"
 #include "tensorcom/imaging/augmenter.h"
 
@@ -20,7 +22,11 @@ namespace tensorcom::pipeline {
 struct ImageServerOptions {
   std::string program = "serve-imagenet";  // prefix of every line it prints
   std::vector<std::string> addresses;      // URLs to serve on (brace-expanded); at least one
-  BatchFormat format;
+  BatchFormat format;                      // format.size: every epoch's size, unless size_schedule is set
+  // The images' size by epoch (FFCV's progressive resizing). With it, every
+  // epoch's batches end with the epoch (its last may be short), so that a
+  // batch holds one epoch and one size; format.size is ignored.
+  std::optional<SizeSchedule> size_schedule;
   imaging::AugmentOptions augment;
   OrderOptions order;
   std::size_t shuffle_buffer = 1000;  // samples mixed across shards (0: none)

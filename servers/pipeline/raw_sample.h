@@ -20,6 +20,7 @@ struct RawSample {
   std::uint64_t oversized_image = 0;        // bytes of an image member (or file) passed over for its size; 0: none
   std::optional<std::string> unreadable;    // why the image file could not be read, if it could not
   std::uint64_t sequence = 0;               // position in the served stream; seeds its augmentation
+  std::uint64_t epoch = 0;                  // the epoch it was read in (from 0): sets its output size
 };
 
 // What a buffered sample costs in memory, near enough to budget by.

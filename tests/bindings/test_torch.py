@@ -277,6 +277,56 @@ def test_train_rebatches_every_sample_once_in_order(tmp_path, batch_size):
     assert np.array_equal(images.numpy(), sent_images[:n])
 
 
+def sized_batch(i, size, n=4):
+    """A uint8 BHWC batch of n size x size images, labels i*n.., as an image server sends."""
+    rng = np.random.default_rng(i)
+    return [rng.integers(0, 256, (n, size, size, 3), dtype=np.uint8), np.arange(n, dtype=np.int32) + i * n]
+
+
+def test_dataset_across_a_size_change(ipc_dir):
+    # A server with --size-schedule: two batches at 16, then two at 32.
+    dataset = tensorcom.TensorcomDataset(f"zpull+ipc://{ipc_dir}/d", length=4, converters="torch",
+                                         timeout=TIMEOUT_S)
+    dataset.connection()
+    sizes = [16, 16, 32, 32]
+    with tensorcom.Connection(f"zpush+ipc://{ipc_dir}/d") as push:
+        for i, size in enumerate(sizes):
+            push.send(sized_batch(i, size))
+        got = list(torch.utils.data.DataLoader(dataset, batch_size=None))
+    dataset.close()
+    assert [tuple(images.shape) for images, _ in got] == [(4, 3, s, s) for s in sizes]
+    assert torch.cat([labels for _, labels in got]).tolist() == list(range(16))
+    # A channels-last model takes both sizes.
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
+    model = model.to(memory_format=torch.channels_last)
+    for images, _ in got:
+        assert model(images.float().contiguous(memory_format=torch.channels_last)).shape == (4, 4)
+
+
+def test_train_rebatches_across_a_size_change(ipc_dir, capsys):
+    """train.py re-batching 4-image batches to 3 never joins two sizes: the
+    last of the old size goes out short; the model trains on both sizes."""
+    train = train_module()
+    args = train.parse_args(["--data", "synthetic", "--timeout", "20", "--arch", "resnet18", "--classes", "10",
+                             "--device", "cpu", "--no-amp"])
+    sizes = [16, 16, 32, 32, 48]  # the short batch of 32 goes out once a batch of 48 shows the change
+    with tensorcom.Connection(f"zrpush+ipc://{ipc_dir}/s") as push:
+        source = train.TensorcomBatches(f"zrpull+ipc://{ipc_dir}/s", args, torch.device("cpu"), 3)
+        try:
+            for i, size in enumerate(sizes):
+                push.send(sized_batch(i, size))
+            got = [next(source) for _ in range(6)]
+        finally:
+            source.close()
+    assert [(images.shape[0], images.shape[2]) for images, _ in got] == [(3, 16), (3, 16), (2, 16), (3, 32),
+                                                                       (3, 32), (2, 32)]
+    assert torch.cat([labels for _, labels in got]).tolist() == list(range(16))
+    assert "images of shape (3, 32, 32) (was (3, 16, 16))" in capsys.readouterr().out
+    trainer = train.Trainer(args, torch.device("cpu"))
+    for images, labels in got[1:4]:
+        assert torch.isfinite(trainer.step(images, labels % 10))
+
+
 def test_train_options_that_need_epochs_are_refused(capsys):
     train = train_module()
     for argv, message in [(["--val", "zsub://h:1", "--val-size", "1"], "--val, --val-size: only with --epochs"),

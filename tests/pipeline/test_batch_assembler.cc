@@ -98,6 +98,41 @@ TEST_CASE("batch assembler") {
     CHECK(batch->images.values<std::uint8_t>()[image_bytes * 2] == 3);
     CHECK_FALSE(assembler.next_ready().has_value());
   }
+  SUBCASE("flush ends an epoch's batches; set_size changes the next ones") {
+    BatchAssembler growing(small_format(3), 4, 4);
+    for (std::uint8_t i = 0; i < 2; ++i) {
+      auto slot = *growing.acquire();
+      fill(slot, i + 1, image_bytes);
+      growing.commit(slot, nullptr, i, "old" + std::to_string(i), "s", {}, 5);
+    }
+    growing.flush();
+    auto last_of_epoch = growing.next_ready();
+    REQUIRE(last_of_epoch.has_value());
+    CHECK(last_of_epoch->images.shape() == Shape{2, 2, 2, 3});
+    CHECK(last_of_epoch->epoch == 5);
+    CHECK(last_of_epoch->size == 2);
+    growing.set_size(4);
+    const std::size_t big_bytes = 4 * 4 * 3;
+    for (std::uint8_t i = 0; i < 3; ++i) {
+      auto slot = *growing.acquire();
+      fill(slot, 10 + i, big_bytes);
+      growing.commit(slot, nullptr, 20 + i, "new", "s", {}, 6);
+    }
+    auto first_of_next = growing.next_ready();
+    REQUIRE(first_of_next.has_value());
+    CHECK(first_of_next->images.shape() == Shape{3, 4, 4, 3});
+    CHECK(first_of_next->epoch == 6);
+    CHECK(first_of_next->size == 4);
+    CHECK(first_of_next->images.values<std::uint8_t>()[big_bytes * 2] == 12);
+    CHECK(first_of_next->labels.values<std::int32_t>()[2] == 22);
+    CHECK(last_of_epoch->images.values<std::uint8_t>()[image_bytes] == 2);  // still intact
+    CHECK_THROWS_AS(growing.set_size(5), ArgumentError);                    // larger than its buffers
+  }
+  SUBCASE("a batch's epoch is its earliest sample's") {
+    std::uint64_t epochs[] = {4, 3, 4};
+    for (std::uint64_t epoch : epochs) assembler.commit(*assembler.acquire(), nullptr, 0, "k", "s", {}, epoch);
+    CHECK(assembler.next_ready()->epoch == 3);
+  }
   SUBCASE("memory is bounded: acquire waits for a sent batch to come back") {
     BatchAssembler one(small_format(1), 2);
     std::vector<AssembledBatch> held;

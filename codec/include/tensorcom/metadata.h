@@ -3,11 +3,17 @@
 // the batch's other tensors, so any tenbin reader can carry it along and a
 // Python reader decodes it with msgpack.unpackb():
 //   {"keys": [str...], "shards": [str...], "server": str, "seq": uint,
-//    "crops": [[x, y, w, h]...], "flips": [bool...], "sizes": [[w, h]...]}
+//    "crops": [[x, y, w, h]...], "flips": [bool...], "sizes": [[w, h]...],
+//    "epoch": uint, "size": uint}
 // The last three are there when the server recorded how each sample was
 // made (the image servers do): the crop box in source pixels, whether it was
 // mirrored, and the source image's size, so that any sample can be re-made
 // and audited (torchvision: resized_crop(img, y, x, h, w, size), then hflip).
+// "epoch" and "size" are there when the server knows them (the image
+// servers do): the epoch the batch's samples were read in (counted from 0)
+// and its images' height and width in pixels, which --size-schedule changes
+// from epoch to epoch ("sizes" is the sources' sizes, per sample). Readers
+// skip keys they do not know, so older readers read newer metadata.
 #pragma once
 
 #include <cstddef>
@@ -42,6 +48,8 @@ struct BatchMetadata {
   std::string server;                    // the id of the server that made the batch
   std::uint64_t sequence = 0;            // the batch's number in that server's stream
   std::vector<SampleGeometry> geometry;  // per sample, same order; empty: not recorded
+  std::optional<std::uint64_t> epoch;    // the epoch the samples were read in; unset: not recorded
+  std::optional<std::uint32_t> size;     // the images' height and width; unset: not recorded
 
   bool operator==(const BatchMetadata&) const = default;
 };
