@@ -1,5 +1,5 @@
-// What metrics_server.h offers without the HTTP library, so that a build
-// without cpp-httplib still parses --metrics and holds.
+// What metrics_server.h offers beside the server itself: reading
+// --metrics HOST:PORT, and holding a finished program up for its last scrape.
 #include <algorithm>
 #include <charconv>
 #include <chrono>
