@@ -34,6 +34,9 @@ void configure_socket(zmq::socket_t& socket, SocketKind kind, const ConnectionOp
   socket.set(zmq::sockopt::rcvhwm, options.receive_high_water_mark);
   socket.set(zmq::sockopt::reconnect_ivl, static_cast<int>(options.reconnect.count()));
   socket.set(zmq::sockopt::reconnect_ivl_max, static_cast<int>(options.reconnect_max.count()));
+  // A peer that connects and never completes its greeting holds a
+  // descriptor: dropped after kHandshakeMs (ZeroMQ's default is 30 s).
+  socket.set(zmq::sockopt::handshake_ivl, kHandshakeMs);
   if (options.heartbeat.count() > 0) {
     auto timeout = options.heartbeat_timeout.count() > 0 ? options.heartbeat_timeout : 10 * options.heartbeat;
     socket.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(options.heartbeat.count()));

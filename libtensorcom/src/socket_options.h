@@ -16,6 +16,9 @@ inline constexpr int kSocketBufferBytes = 4 << 20;
 // on the subscription table's memory.
 inline constexpr std::int64_t kMaxSubscriptionBytes = 4096;
 
+// How long a connecting peer has to finish the ZMTP (and CURVE) handshake.
+inline constexpr int kHandshakeMs = 10000;
+
 [[nodiscard]] zmq::socket_type zmq_type(SocketKind kind) noexcept;
 // Makes the socket a CURVE server or client with curve's keys.
 // Throws ArgumentError without a secret key, zmq::error_t for a bad key.

@@ -1,5 +1,9 @@
 #include "sample_source.h"
 
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
 #include "tensorcom/error.h"
 #include "tensorcom/formats/file_io.h"
 #include "tensorcom/formats/printable.h"
@@ -60,7 +64,7 @@ class ShardSource final : public SampleSource {
       return !formats::is_image_extension(extension) || imaging::sniff_format(head) != imaging::ImageFormat::kUnknown;
     };
     try {
-      formats::ShardReader reader(shard, std::move(options));
+      formats::ShardReader reader = open_reader(shard, options);
       // Samples go to peers with their shard's name (--meta): never a pipe's command.
       const std::string name = formats::public_shard_name(shard, unit);
       while (auto sample = reader.next()) {
@@ -74,7 +78,25 @@ class ShardSource final : public SampleSource {
     return std::nullopt;
   }
 
+  // Opens the shard; while the process is out of descriptors (peers
+  // holding connections open, say), waits and tries again rather than call
+  // the shard unreadable: an epoch must not come up empty for that.
+  formats::ShardReader open_reader(const std::string& shard, const formats::ShardReaderOptions& options) const {
+    for (int attempt = 1;; ++attempt) {
+      try {
+        return formats::ShardReader(shard, options);
+      } catch (const IoError& e) {
+        const bool out_of_descriptors = e.code() == EMFILE || e.code() == ENFILE;
+        if (!out_of_descriptors || attempt == kDescriptorAttempts || (cancelled_ && cancelled_())) throw;
+      }
+      std::this_thread::sleep_for(kDescriptorRetryDelay);
+    }
+  }
+
  private:
+  static constexpr int kDescriptorAttempts = 30;
+  static constexpr std::chrono::milliseconds kDescriptorRetryDelay{500};
+
   // The shard for the server's own messages: a URL without its user,
   // password and query (logs travel further than the command line).
   std::string log_name(std::size_t unit) const {

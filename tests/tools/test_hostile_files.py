@@ -174,3 +174,28 @@ def test_make_shards_refuses_a_special_list_or_image(special, kind, request, tmp
     listing.write_text(f"{image} 0\n")
     done = run([MAKE_SHARDS, "--list", str(listing), "-o", str(out / "t-%03d.tar")])
     refused_in_one_line(done, kind)
+
+
+def test_programs_raise_their_open_file_limit_to_the_hard_one():
+    """Peers holding connections open must not leave a server without
+    descriptors for its shards: the soft limit (often 1024) goes up to the
+    hard one at start."""
+    import resource
+
+    def low_soft_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096))
+
+    serve_ten = os.path.join(BUILD_DIR, "servers", "serve-ten")
+    ten = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"limits-{os.getpid()}.ten")
+    assert run([TENBIN, "synth", "-b", "1", "-s", "8", "-o", ten]).returncode == 0
+    proc = subprocess.Popen([serve_ten, "-i", ten, "zpub://127.0.0.1:0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, preexec_fn=low_soft_limit)
+    try:
+        proc.stdout.readline()  # bound: it now waits for a subscriber
+        with open(f"/proc/{proc.pid}/limits") as limits:
+            line = next(l for l in limits if l.startswith("Max open files"))
+        assert line.split()[3:5] == ["4096", "4096"], line
+    finally:
+        proc.kill()
+        proc.wait()
+        os.unlink(ten)

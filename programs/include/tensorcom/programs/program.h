@@ -20,10 +20,16 @@ inline constexpr const char* kDefaultReceiveUrl = "zsub://127.0.0.1:7880";
 // Exit statuses beyond 0, 1 (error) and 2 (usage).
 inline constexpr int kExitInterrupted = 130;  // SIGINT or SIGTERM, as a shell reports it
 
+// Raises the soft limit on open files to the hard one (a common soft limit
+// is 1024): peers holding connections open must not leave the program
+// without descriptors for its own files, as nginx's worker_rlimit_nofile.
+void raise_open_file_limit() noexcept;
+
 // Runs body; tensorcom errors exit 1 and usage errors exit 2, each with
-// "NAME: message" on stderr.
+// "NAME: message" on stderr. The open-file limit is raised first.
 template <class Body>
 int program_main(const char* name, Body&& body) {
+  raise_open_file_limit();
   try {
     return body();
   } catch (const boost::program_options::error& e) {
