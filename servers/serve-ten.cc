@@ -3,7 +3,9 @@
 //   serve-ten -i 'batches-{0..3}.ten' --epochs 2 zpush://127.0.0.1:7880
 #include <boost/program_options.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -33,23 +35,59 @@ struct ServeTenOptions {
   double metrics_hold_s = 0;    // seconds to keep answering scrapes at the end
 };
 
-std::vector<TensorList> load_lists(const std::vector<std::string>& patterns, std::size_t group) {
-  std::vector<TensorList> lists;
-  for (const std::string& file : brace_expand_all(patterns)) {
-    for (TensorList& list : read_ten_lists(file, group)) lists.push_back(std::move(list));
+// The input files, brace-expanded, and how many lists they hold.
+struct Inputs {
+  std::vector<std::string> files;
+  std::uint64_t lists = 0;
+};
+
+// Reads every list once, one at a time, so that a damaged file is refused
+// before anything is served.
+Inputs check_inputs(const std::vector<std::string>& patterns, std::size_t group) {
+  Inputs inputs{brace_expand_all(patterns), 0};
+  for (const std::string& file : inputs.files) {
+    TenListReader reader(file, group);
+    while (reader.next()) ++inputs.lists;
   }
-  if (lists.empty()) throw ArgumentError("the input files hold no tensors");
-  return lists;
+  if (inputs.lists == 0) throw ArgumentError("the input files hold no tensors");
+  return inputs;
 }
 
-// Sleeps so that batch number `sent` leaves no earlier than sent / rate
-// seconds after start.
-void pace(double rate, std::uint64_t sent, std::chrono::steady_clock::time_point start) {
-  if (rate <= 0) return;
-  auto due = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                         std::chrono::duration<double>(static_cast<double>(sent) / rate));
-  std::this_thread::sleep_until(due);
-}
+// Caps the send rate with a token bucket: tokens accrue at `rate` a second
+// up to a burst of max(2, rate / 10), and each batch takes one. Time lost to
+// a stall (a blocked send, no peer yet) is never made up beyond that burst,
+// so any window of T seconds holds at most rate * T + burst batches. (The
+// earlier schedule, batch n at n / rate, sent everything owed at once.)
+class RatePacer {
+ public:
+  // rate 0: no limit.
+  explicit RatePacer(double rate) : rate_(rate), burst_(std::max(2.0, rate / 10)), tokens_(burst_) {}
+
+  // Waits until a batch may leave, and takes its token.
+  void wait() {
+    if (rate_ <= 0) return;
+    refill();
+    if (tokens_ < 1) {
+      std::this_thread::sleep_until(
+          last_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>((1 - tokens_) / rate_)));
+      refill();
+    }
+    tokens_ -= 1;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void refill() {
+    const Clock::time_point now = Clock::now();
+    tokens_ = std::min(burst_, tokens_ + std::chrono::duration<double>(now - last_).count() * rate_);
+    last_ = now;
+  }
+
+  double rate_;
+  double burst_;
+  double tokens_;
+  Clock::time_point last_ = Clock::now();
+};
 
 // Sends; returns false if a stop signal came first. A PUB connection
 // waits for a subscriber: sending to nobody would only burn a core.
@@ -71,10 +109,53 @@ bool send_unless_stopped(Connection& connection, const TensorList& list, metrics
   }
 }
 
+// Sends lists at the paced rate, counting them and printing report lines.
+class ListSender {
+ public:
+  ListSender(Connection& connection, metrics::SenderMetrics& metrics, const ServeTenOptions& options)
+      : connection_(connection), metrics_(metrics), pacer_(options.rate), report_(options.report) {}
+
+  // Returns false if a stop signal came first.
+  bool send(const TensorList& list) {
+    pacer_.wait();
+    if (!send_unless_stopped(connection_, list, metrics_)) return false;
+    ++sent_;
+    if (report_ && sent_ % report_ == 0) {
+      std::cout << "serve-ten: " << sent_ << " batches " << connection_.stats().summary() << std::endl;
+    }
+    return true;
+  }
+  [[nodiscard]] std::uint64_t sent() const noexcept { return sent_; }
+
+ private:
+  Connection& connection_;
+  metrics::SenderMetrics& metrics_;
+  RatePacer pacer_;
+  std::uint64_t report_;
+  std::uint64_t sent_ = 0;
+};
+
+// One pass over the inputs; returns false if a stop signal came first.
+// Each list is read from its file as it is sent, so memory holds one list
+// beyond what ZeroMQ has queued, and a file cut or rewritten since the
+// last pass is an error naming it (never SIGBUS, as with the mapping).
+bool serve_epoch(const Inputs& inputs, std::size_t group, ListSender& sender) {
+  const std::uint64_t before = sender.sent();
+  for (const std::string& file : inputs.files) {
+    TenListReader reader(file, group);
+    while (auto list = reader.next()) {
+      if (programs::stop_requested() || !sender.send(*list)) return false;
+    }
+  }
+  // Files emptied since the start would otherwise make --epochs 0 spin.
+  if (sender.sent() == before) throw ArgumentError("the input files hold no tensors any more");
+  return true;
+}
+
 int serve(const ServeTenOptions& options) {
-  std::vector<TensorList> lists = load_lists(options.inputs, options.group);
+  const Inputs inputs = check_inputs(options.inputs, options.group);
   Connection connection(options.addresses, options.connection);
-  std::cout << "serve-ten: " << lists.size() << " lists on " << connection.describe();
+  std::cout << "serve-ten: " << inputs.lists << " lists on " << connection.describe();
   for (const std::string& bound : connection.bound_addresses()) std::cout << " [bound " << bound << "]";
   std::cout << std::endl;
   metrics::SenderMetrics metrics;
@@ -85,19 +166,10 @@ int serve(const ServeTenOptions& options) {
     std::cout << "serve-ten: metrics: " << metrics_server->url() << std::endl;
   }
 
-  auto start = std::chrono::steady_clock::now();
-  std::uint64_t sent = 0;
+  ListSender sender(connection, metrics, options);
   for (std::uint64_t epoch = 0; (options.epochs == 0 || epoch < options.epochs) && !programs::stop_requested();
        ++epoch) {
-    for (const TensorList& list : lists) {
-      if (programs::stop_requested()) break;
-      pace(options.rate, sent, start);
-      if (!send_unless_stopped(connection, list, metrics)) break;
-      ++sent;
-      if (options.report && sent % options.report == 0) {
-        std::cout << "serve-ten: " << sent << " batches " << connection.stats().summary() << std::endl;
-      }
-    }
+    if (!serve_epoch(inputs, options.group, sender)) break;
   }
   const Statistics& stats = connection.stats();
   std::cout << "serve-ten: done, " << stats.batches() << " batches, " << stats.samples() << " samples, "
@@ -117,7 +189,8 @@ int main(int argc, char** argv) {
     options.add_options()("help,h", "show this help")("input,i", po::value(&o.inputs)->required(),
                                                       ".ten file to serve (repeatable, brace-expanded)")(
         "epochs", po::value(&o.epochs)->default_value(1), "passes over the inputs (0: forever)")(
-        "rate", po::value(&o.rate)->default_value(0), "batches per second at most (0: no limit)")(
+        "rate", po::value(&o.rate)->default_value(0),
+        "batches per second at most, in bursts of at most max(2, rate/10) (0: no limit)")(
         "report,r", po::value(&o.report)->default_value(0), "print a rate line every N batches (0: never)")(
         "group,g", po::value(&o.group)->default_value(kInferListLength), "tensors per list in the files (0: infer)")(
         "single", "send single-buffer messages instead of multipart")(
@@ -139,6 +212,10 @@ int main(int argc, char** argv) {
     po::store(po::command_line_parser(argc, argv).options(options).positional(positional).run(), vars);
     if (vars.count("help")) return programs::print_usage(options, true);
     po::notify(vars);
+    if (!(o.rate >= 0) || !std::isfinite(o.rate)) {
+      throw ArgumentError("--rate " + std::to_string(o.rate) +
+                          ": expected a finite number of batches per second, 0 for no limit");
+    }
     if (o.addresses.empty()) o.addresses = {programs::kDefaultServeUrl};
     if (vars.count("single")) o.connection.framing = Framing::kSingleBuffer;
     o.connection.linger = Milliseconds(linger_ms);

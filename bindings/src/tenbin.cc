@@ -92,7 +92,7 @@ py::list chunk_spans(py::handle buffer) {
 
 py::tuple read_ten(const std::string& path) {
   TensorList tensors = without_gil([&] { return tensorcom::read_ten(path); });
-  // The mapping is private (copy-on-write): writing never reaches the file.
+  // The arrays view a buffer read from the file (ten_file.h): writing never reaches the file.
   return arrays_and_infos(tensors, true);
 }
 
@@ -131,7 +131,7 @@ void bind_tenbin(py::module_& m) {
   m.def("chunk_spans", &chunk_spans, py::arg("buffer"),
         "[(offset, size), ...] of the chunk payloads of a single buffer; FormatError if it is malformed.");
   m.def("read_ten", &read_ten, py::arg("path"),
-        "(arrays, infos): every tensor of a .ten file, viewing a private mapping of it.");
+        "(arrays, infos): every tensor of a .ten file, viewing one buffer the file was read into.");
   m.def("read_ten_lists", &read_ten_lists, py::arg("path"), py::arg("tensors_per_list") = kInferListLength,
         "[(arrays, infos), ...]: a .ten file of lists back to back, split every tensors_per_list tensors "
         "(0: inferred from the tensors' signatures).");

@@ -19,8 +19,6 @@
 
 namespace tensorcom {
 
-// ---- MappedFile ----
-
 namespace {
 
 struct FdCloser {
@@ -30,27 +28,180 @@ struct FdCloser {
   }
 };
 
-}  // namespace
+// ---- the file, read with pread ----
 
-std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& path) {
-  const RegularFile file(path, ".ten file");
-  auto size = static_cast<std::size_t>(file.size());
-  std::byte* data = nullptr;
-  if (size != 0) {
-    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd(), 0);
-    if (p == MAP_FAILED) throw IoError("cannot map '" + path.string() + "'", errno);
-    data = static_cast<std::byte*>(p);
+// Memory that bytes read from a file go to, mapped anonymously. Reading into
+// fresh memory is bound by its page faults, one per 4 KiB page, which cost
+// more than the copy itself; buffers of 2 MiB and more are therefore aligned
+// to 2 MiB and advised for transparent huge pages (taken where the system's
+// THP mode is "always" or "madvise"; elsewhere the advice is ignored).
+class ReadBuffer {
+ public:
+  // Throws IoError if the memory cannot be mapped.
+  [[nodiscard]] static std::shared_ptr<const ReadBuffer> allocate(std::size_t size) {
+    const bool huge = size >= kHugePage;
+    const std::size_t length = round_up(std::max<std::size_t>(size, 1), huge ? kHugePage : kPage);
+    const std::size_t slack = huge ? kHugePage : 0;
+    void* p = ::mmap(nullptr, length + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw IoError("cannot map " + std::to_string(size) + " bytes to read a .ten file into", errno);
+    auto* start = static_cast<std::byte*>(p);
+    auto* data =
+        reinterpret_cast<std::byte*>(round_up(reinterpret_cast<std::uintptr_t>(start), huge ? kHugePage : kPage));
+    if (data != start) ::munmap(start, static_cast<std::size_t>(data - start));
+    if (const std::size_t tail = static_cast<std::size_t>(start + length + slack - (data + length))) {
+      ::munmap(data + length, tail);
+    }
+    if (huge) (void)::madvise(data, length, MADV_HUGEPAGE);
+    return std::shared_ptr<const ReadBuffer>(new ReadBuffer(data, size, length));
   }
-  return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size));
-}
+  ~ReadBuffer() { ::munmap(data_, length_); }
+  ReadBuffer(const ReadBuffer&) = delete;
+  ReadBuffer& operator=(const ReadBuffer&) = delete;
 
-MappedFile::~MappedFile() {
-  if (data_) ::munmap(data_, size_);
-}
+  [[nodiscard]] std::byte* data() const noexcept { return data_; }
+  [[nodiscard]] std::span<std::byte> bytes() const noexcept { return {data_, size_}; }
+
+ private:
+  static constexpr std::size_t kPage = 4096;
+  static constexpr std::size_t kHugePage = 2u << 20;
+  static std::size_t round_up(std::size_t n, std::size_t to) noexcept { return (n + to - 1) / to * to; }
+  ReadBuffer(std::byte* data, std::size_t size, std::size_t length) noexcept
+      : data_(data), size_(size), length_(length) {}
+
+  std::byte* data_;
+  std::size_t size_;    // bytes asked for
+  std::size_t length_;  // bytes mapped
+};
+
+// An open .ten file of the size it had when opened. Everything is read with
+// pread into the caller's memory (see ten_file.h for why not mmap), so a
+// file cut short under us gives a short read, reported here, never SIGBUS.
+class TenFile {
+ public:
+  explicit TenFile(std::filesystem::path path) : path_(std::move(path)), file_(path_, ".ten file") {}
+
+  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+  // The size at open; bytes appended since are not read.
+  [[nodiscard]] std::uint64_t size() const noexcept { return file_.size(); }
+
+  // Fills out from offset. Throws IoError naming the file if it ends sooner:
+  // it was cut since it was opened.
+  void read_exact(std::uint64_t offset, std::span<std::byte> out) const {
+    std::size_t done = 0;
+    while (done < out.size()) {
+      const ssize_t n = ::pread(file_.fd(), out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw IoError("cannot read '" + path_.string() + "'", errno);
+      if (n == 0) throw shrank(offset + done);
+      done += static_cast<std::size_t>(n);
+    }
+  }
+
+  // The bytes [begin, end) in a fresh page-aligned buffer.
+  [[nodiscard]] std::shared_ptr<const ReadBuffer> read_range(std::uint64_t begin, std::uint64_t end) const {
+    auto buffer = ReadBuffer::allocate(static_cast<std::size_t>(end - begin));
+    read_exact(begin, buffer->bytes());
+    return buffer;
+  }
+
+ private:
+  [[nodiscard]] IoError shrank(std::uint64_t at) const {
+    struct stat now {};
+    const std::string size_now = ::fstat(file_.fd(), &now) == 0 ? std::to_string(now.st_size) : "fewer";
+    return IoError("cannot read '" + path_.string() + "' at byte " + std::to_string(at) + ": it was cut from " +
+                       std::to_string(size()) + " to " + size_now + " bytes while being read",
+                   ENODATA);
+  }
+
+  std::filesystem::path path_;
+  RegularFile file_;
+};
+
+// Where one tensor's chunks lie in the file.
+struct TensorExtent {
+  std::uint64_t offset = 0;         // its header chunk's prefix
+  std::uint64_t header_offset = 0;  // the header payload
+  std::size_t header_size = 0;
+  std::uint64_t data_offset = 0;  // the data payload
+  std::size_t data_size = 0;
+  std::uint64_t end = 0;  // the next tensor's offset
+};
+
+// Walks the tensors of a TenFile by their chunk prefixes, reading no data
+// payload; errors carry file offsets, as TensorDecoder's over the whole file.
+class TensorWalker {
+ public:
+  explicit TensorWalker(const TenFile& file) : file_(&file) {}
+
+  // The next tensor's extent, or nothing at the end. Throws FormatError
+  // (the walker stays before the damaged tensor), IoError.
+  [[nodiscard]] std::optional<TensorExtent> next_extent() {
+    if (at_end()) return std::nullopt;
+    TensorExtent e;
+    e.offset = offset_;
+    std::uint64_t at = offset_;
+    const Chunk header = next_chunk(at);
+    e.header_offset = header.payload_offset;
+    e.header_size = header.length;
+    if (at >= file_->size()) {
+      throw FormatError(FormatErrorKind::kOddChunkCount,
+                        "odd chunk count " + std::to_string(2 * count_ + 1) + ": the last header has no data chunk",
+                        e.header_offset);
+    }
+    const Chunk data = next_chunk(at);
+    e.data_offset = data.payload_offset;
+    e.data_size = data.length;
+    e.end = at;
+    offset_ = at;
+    ++count_;
+    return e;
+  }
+
+  // As next_extent(), also reading and checking the tensor's header.
+  [[nodiscard]] std::optional<TensorHeader> next_header(const DecodeLimits& limits) {
+    const TensorWalker before = *this;
+    auto e = next_extent();
+    if (!e) return std::nullopt;
+    try {
+      // decode_header reads no more than 8 * (3 + max_ndim) bytes: a header
+      // chunk declaring more is not read whole.
+      std::vector<std::byte> header(std::min<std::size_t>(e->header_size, 8 * (3 + limits.max_ndim)));
+      file_->read_exact(e->header_offset, header);
+      return decode_tensor_header(count_ - 1, header, e->header_offset, e->data_size, e->data_offset, limits);
+    } catch (...) {
+      *this = before;
+      throw;
+    }
+  }
+
+  [[nodiscard]] std::uint64_t offset() const noexcept { return offset_; }
+  [[nodiscard]] std::uint64_t count() const noexcept { return count_; }
+  [[nodiscard]] bool at_end() const noexcept { return offset_ >= file_->size(); }
+
+ private:
+  struct Chunk {
+    std::uint64_t payload_offset;
+    std::size_t length;
+  };
+  // Reads and checks the prefix of the chunk at `at` and moves `at` past
+  // the chunk (its padding may be missing at the very end, as ChunkReader
+  // allows).
+  Chunk next_chunk(std::uint64_t& at) const {
+    const std::uint64_t remaining = file_->size() - at;
+    std::array<std::byte, kChunkPrefixSize> prefix{};
+    const auto have = static_cast<std::size_t>(std::min<std::uint64_t>(remaining, kChunkPrefixSize));
+    file_->read_exact(at, std::span(prefix).first(have));
+    const Chunk chunk{at + kChunkPrefixSize, chunk_payload_length(std::span(prefix).first(have), remaining, at)};
+    at = std::min<std::uint64_t>(file_->size(), at + chunk_size(chunk.length));
+    return chunk;
+  }
+
+  const TenFile* file_;
+  std::uint64_t offset_ = 0;
+  std::uint64_t count_ = 0;
+};
 
 // ---- reading ----
-
-namespace {
 
 // What list-length inference compares: the first dimension is the batch
 // size, which the last batch may lack.
@@ -183,11 +334,54 @@ void check_given_length(const std::filesystem::path& path, std::size_t tensors_p
   }
 }
 
+// The extents of the next `length` tensors. Throws FormatError for a list
+// cut short by the end of the file (offset: where its tensors end), and as
+// TensorWalker.
+std::vector<TensorExtent> next_list_extents(TensorWalker& walker, std::size_t length) {
+  std::vector<TensorExtent> extents;
+  extents.reserve(length);
+  while (extents.size() < length) {
+    const std::uint64_t index = walker.count(), offset = walker.offset();
+    auto extent = walker.next_extent();
+    if (!extent) {
+      throw FormatError(FormatErrorKind::kListLength,
+                        std::to_string(index) + " tensors do not split into lists of " + std::to_string(length),
+                        offset);
+    }
+    extents.push_back(*extent);
+  }
+  return extents;
+}
+
+// Reads consecutive tensors into one buffer of their own and returns views
+// into it; first_index is the first one's index in the file. Chunks start
+// at multiples of 64 from the file's start and so from the (page-aligned)
+// buffer's, which leaves every data payload 16-byte aligned, as a mapping
+// of the file would. Throws
+// FormatError (the file's offsets), IoError.
+TensorList read_tensors(const TenFile& file, std::span<const TensorExtent> extents, std::uint64_t first_index,
+                        const DecodeLimits& limits) {
+  const std::uint64_t begin = extents.front().offset;
+  const auto buffer = file.read_range(begin, extents.back().end);
+  TensorList tensors;
+  tensors.reserve(extents.size());
+  for (std::size_t i = 0; i < extents.size(); ++i) {
+    const TensorExtent& e = extents[i];
+    std::byte* data = buffer->data() + (e.data_offset - begin);
+    TensorHeader h =
+        decode_tensor_header(first_index + i, buffer->bytes().subspan(e.header_offset - begin, e.header_size),
+                             e.header_offset, e.data_size, e.data_offset, limits);
+    tensors.push_back(Tensor::view(h.dtype, std::move(h.shape), data, buffer, h.info));
+  }
+  return tensors;
+}
+
 }  // namespace
 
 TensorList read_ten(const std::filesystem::path& path, const DecodeLimits& limits) {
-  auto file = MappedFile::open(path);
-  TensorDecoder decoder(file->bytes(), file, limits);
+  const TenFile file(path);
+  const auto buffer = file.read_range(0, file.size());
+  TensorDecoder decoder(buffer->bytes(), buffer, limits);
   TensorList tensors;
   try {
     while (auto tensor = decoder.next()) tensors.push_back(std::move(*tensor));
@@ -198,35 +392,38 @@ TensorList read_ten(const std::filesystem::path& path, const DecodeLimits& limit
 }
 
 struct TenListReader::State {
-  std::filesystem::path path;
-  std::shared_ptr<const MappedFile> file;
+  State(const std::filesystem::path& path, ListPattern pattern)
+      : file(path), walker(file), pattern(std::move(pattern)) {}
+
+  TenFile file;
+  TensorWalker walker;  // reads `file`: State never moves (held by unique_ptr)
   ListPattern pattern;
-  TensorDecoder decoder;
   std::size_t length = 0;
   std::uint64_t lists = 0;
+  DecodeLimits limits;
 };
 
 TenListReader::TenListReader(const std::filesystem::path& path, std::size_t tensors_per_list,
                              const DecodeLimits& limits) {
   check_given_length(path, tensors_per_list, limits);
-  auto file = MappedFile::open(path);
-  ListPattern pattern(tensors_per_list, limits.max_tensors);
+  state_ = std::make_unique<State>(path, ListPattern(tensors_per_list, limits.max_tensors));
+  State& s = *state_;
+  s.limits = limits;
   try {
-    // Headers only: the data is not touched until a list is read.
-    TensorDecoder scan(file->bytes(), nullptr, limits);
-    while (!pattern.settled()) {
-      auto header = scan.next_header();
+    // Headers only: no data is read until a list is.
+    TensorWalker scan(s.file);
+    while (!s.pattern.settled()) {
+      auto header = scan.next_header(limits);
       if (!header) break;
-      pattern.add(signature_of(std::move(*header)));
+      s.pattern.add(signature_of(std::move(*header)));
     }
-    const std::size_t length = pattern.length();
-    if (length > limits.max_tensors || (length == 0 && !scan.at_end())) throw list_too_long(length, limits.max_tensors);
+    s.length = s.pattern.length();
+    if (s.length > limits.max_tensors || (s.length == 0 && !scan.at_end())) {
+      throw list_too_long(s.length, limits.max_tensors);
+    }
   } catch (const FormatError& e) {
     throw e.with_context(file_context(path));
   }
-  const std::size_t length = pattern.length();
-  TensorDecoder decoder(file->bytes(), file, limits);
-  state_ = std::make_unique<State>(State{path, std::move(file), std::move(pattern), std::move(decoder), length, 0});
 }
 
 TenListReader::TenListReader(TenListReader&&) noexcept = default;
@@ -238,26 +435,21 @@ std::uint64_t TenListReader::lists_read() const noexcept { return state_->lists;
 
 std::optional<TensorList> TenListReader::next() {
   State& s = *state_;
-  if (s.length == 0 || s.decoder.at_end()) return std::nullopt;
+  if (s.length == 0 || s.walker.at_end()) return std::nullopt;
+  const std::uint64_t first = s.walker.count();
   TensorList list;
-  list.reserve(s.length);
   try {
-    while (list.size() < s.length) {
-      const std::uint64_t index = s.decoder.count(), offset = s.decoder.offset();
-      auto tensor = s.decoder.next();
-      if (!tensor) {
-        throw FormatError(FormatErrorKind::kListLength,
-                          std::to_string(index) + " tensors do not split into lists of " + std::to_string(s.length),
-                          offset);
+    const std::vector<TensorExtent> extents = next_list_extents(s.walker, s.length);
+    list = read_tensors(s.file, extents, first, s.limits);
+    // Tensors the constructor saw were checked there.
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const std::uint64_t index = first + i;
+      if (s.pattern.inferring() && index >= s.pattern.seen() && !s.pattern.add(signature_of(list[i]))) {
+        throw breaks_pattern(index, s.length, extents[i].offset);
       }
-      // Tensors the constructor saw were checked there.
-      if (s.pattern.inferring() && index >= s.pattern.seen() && !s.pattern.add(signature_of(*tensor))) {
-        throw breaks_pattern(index, s.length, offset);
-      }
-      list.push_back(std::move(*tensor));
     }
   } catch (const FormatError& e) {
-    throw e.with_context(file_context(s.path));
+    throw e.with_context(file_context(s.file.path()));
   }
   ++s.lists;
   return list;
@@ -291,17 +483,17 @@ std::vector<TensorList> split_lists(TensorList tensors, std::size_t tensors_per_
 SalvageReport salvage_ten(const std::filesystem::path& path, std::size_t tensors_per_list,
                           const std::function<void(TensorList&&)>& each, const DecodeLimits& limits) {
   check_given_length(path, tensors_per_list, limits);
-  auto file = MappedFile::open(path);
+  const TenFile file(path);
   SalvageReport report;
-  report.file_bytes = file->bytes().size();
+  report.file_bytes = file.size();
   // First the headers, to where the damage starts: how many tensors are whole.
   ListPattern pattern(tensors_per_list, limits.max_tensors);
-  TensorDecoder scan(file->bytes(), nullptr, limits);
+  TensorWalker scan(file);
   std::uint64_t readable = 0;
   try {
     for (;;) {
       const std::uint64_t offset = scan.offset();
-      auto header = scan.next_header();
+      auto header = scan.next_header(limits);
       if (!header) break;
       if (!pattern.add(signature_of(std::move(*header)))) {
         report.damage = breaks_pattern(readable, pattern.length(), offset);
@@ -321,16 +513,15 @@ SalvageReport salvage_ten(const std::filesystem::path& path, std::size_t tensors
   const std::uint64_t whole_lists = length == 0 ? 0 : readable / length;
   report.lost_tensors = readable - whole_lists * length;
   // Then the whole lists, one at a time.
-  TensorDecoder decoder(file->bytes(), file, limits);
+  TensorWalker walker(file);
   for (std::uint64_t l = 0; l < whole_lists; ++l) {
-    TensorList list;
-    list.reserve(length);
-    for (std::size_t i = 0; i < length; ++i) list.push_back(*decoder.next());
+    const std::uint64_t first = walker.count();
+    TensorList list = read_tensors(file, next_list_extents(walker, length), first, limits);
     report.tensors += list.size();
     ++report.lists;
     each(std::move(list));
   }
-  report.whole_bytes = decoder.offset();
+  report.whole_bytes = walker.offset();
   return report;
 }
 

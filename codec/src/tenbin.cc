@@ -72,30 +72,11 @@ bool aligned_for(DType dtype, const std::byte* data) noexcept {
   return reinterpret_cast<std::uintptr_t>(data) % alignment == 0;
 }
 
-// Decodes a header and checks that its data payload is long enough.
-TensorHeader checked_header(std::size_t index, std::span<const std::byte> header, std::uint64_t header_offset,
-                            std::size_t data_size, std::uint64_t data_offset, const DecodeLimits& limits) {
-  TensorHeader h;
-  try {
-    h = decode_header(header, header_offset, limits);
-  } catch (const FormatError& e) {
-    throw e.with_context(at_tensor(index));
-  }
-  if (data_size < h.data_size) {
-    throw FormatError(FormatErrorKind::kDataPayload,
-                      at_tensor(index) + "data payload is " + std::to_string(data_size) + " bytes, shape " +
-                          format_shape(h.shape) + " of " + std::string(dtype_name(h.dtype)) + " needs " +
-                          std::to_string(h.data_size),
-                      data_offset);
-  }
-  return h;
-}
-
 // Pairs header and data payloads into views. `data_owner` keeps data alive.
 Tensor make_view(std::size_t index, std::span<const std::byte> header, std::uint64_t header_offset,
                  std::span<const std::byte> data, std::uint64_t data_offset, std::shared_ptr<const void> data_owner,
                  const DecodeLimits& limits) {
-  TensorHeader h = checked_header(index, header, header_offset, data.size(), data_offset, limits);
+  TensorHeader h = decode_tensor_header(index, header, header_offset, data.size(), data_offset, limits);
   // ZeroMQ hands over small messages as slices of its receive buffer at any
   // byte offset; typed access to a float or int tensor there would be
   // misaligned, so such (small) payloads are copied into aligned memory.
@@ -200,6 +181,24 @@ TensorHeader decode_header(std::span<const std::byte> header, std::uint64_t base
 
 // ---- single buffer ----
 
+TensorHeader decode_tensor_header(std::size_t index, std::span<const std::byte> header, std::uint64_t header_offset,
+                                  std::size_t data_size, std::uint64_t data_offset, const DecodeLimits& limits) {
+  TensorHeader h;
+  try {
+    h = decode_header(header, header_offset, limits);
+  } catch (const FormatError& e) {
+    throw e.with_context(at_tensor(index));
+  }
+  if (data_size < h.data_size) {
+    throw FormatError(FormatErrorKind::kDataPayload,
+                      at_tensor(index) + "data payload is " + std::to_string(data_size) + " bytes, shape " +
+                          format_shape(h.shape) + " of " + std::string(dtype_name(h.dtype)) + " needs " +
+                          std::to_string(h.data_size),
+                      data_offset);
+  }
+  return h;
+}
+
 std::size_t chunk_size(std::size_t payload_size) noexcept { return kChunkPrefixSize + padded(payload_size); }
 
 std::size_t encoded_size(std::span<const Tensor> tensors) {
@@ -257,29 +256,34 @@ bool starts_with_magic(std::span<const std::byte> bytes) noexcept {
          std::memcmp(bytes.data(), kTenbinMagic.data(), kTenbinMagic.size()) == 0;
 }
 
-std::optional<std::span<const std::byte>> ChunkReader::next() {
-  if (at_end()) return std::nullopt;
-  std::uint64_t remaining = bytes_.size() - offset_;
-  if (remaining < kChunkPrefixSize) {
+std::size_t chunk_payload_length(std::span<const std::byte> prefix, std::uint64_t remaining, std::uint64_t offset) {
+  if (remaining < kChunkPrefixSize || prefix.size() < kChunkPrefixSize) {
     throw FormatError(FormatErrorKind::kChunkPrefix,
-                      "chunk prefix cut short: " + std::to_string(remaining) + " bytes left, need 16", offset_);
+                      "chunk prefix cut short: " + std::to_string(remaining) + " bytes left, need 16", offset);
   }
-  auto prefix = bytes_.subspan(offset_, kChunkPrefixSize);
   if (!starts_with_magic(prefix)) {
     throw FormatError(FormatErrorKind::kBadMagic, "bad magic '" + escape(prefix.first(8)) + "', expected '~TenBin~'",
-                      offset_);
+                      offset);
   }
-  std::int64_t length = load_i64(prefix.data() + 8);
-  std::uint64_t available = remaining - kChunkPrefixSize;
+  const std::int64_t length = load_i64(prefix.data() + 8);
+  const std::uint64_t available = remaining - kChunkPrefixSize;
   if (length < 0 || static_cast<std::uint64_t>(length) > available) {
     throw FormatError(FormatErrorKind::kChunkLength,
                       "chunk length " + std::to_string(length) + " but " + std::to_string(available) + " bytes remain",
-                      offset_ + 8);
+                      offset + 8);
   }
+  return static_cast<std::size_t>(length);
+}
+
+std::optional<std::span<const std::byte>> ChunkReader::next() {
+  if (at_end()) return std::nullopt;
+  const std::uint64_t remaining = bytes_.size() - offset_;
+  const std::size_t length = chunk_payload_length(
+      bytes_.subspan(offset_, std::min<std::uint64_t>(remaining, kChunkPrefixSize)), remaining, offset_);
   payload_offset_ = offset_ + kChunkPrefixSize;
-  auto payload = bytes_.subspan(payload_offset_, static_cast<std::size_t>(length));
+  auto payload = bytes_.subspan(payload_offset_, length);
   // The reference tolerates a stream that ends without the last padding.
-  offset_ = std::min<std::uint64_t>(bytes_.size(), payload_offset_ + padded(static_cast<std::size_t>(length)));
+  offset_ = std::min<std::uint64_t>(bytes_.size(), payload_offset_ + padded(length));
   return payload;
 }
 
@@ -313,8 +317,8 @@ std::optional<Tensor> TensorDecoder::next() {
 std::optional<TensorHeader> TensorDecoder::next_header() {
   auto chunks = next_chunks();
   if (!chunks) return std::nullopt;
-  TensorHeader header =
-      checked_header(count_, chunks->header, chunks->header_offset, chunks->data.size(), chunks->data_offset, limits_);
+  TensorHeader header = decode_tensor_header(count_, chunks->header, chunks->header_offset, chunks->data.size(),
+                                             chunks->data_offset, limits_);
   reader_ = chunks->after;
   ++count_;
   return header;

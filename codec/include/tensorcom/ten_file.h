@@ -1,7 +1,12 @@
 // .ten files: the single-buffer encoding of one list, or of several lists back
-// to back (what `tenbin record` writes; see docs/tenbin.md). Reading maps the file and returns
-// views into the mapping, so nothing is copied; the mapping lives as long as
-// any tensor read from it.
+// to back (what `tenbin record` writes; see docs/tenbin.md). Reading copies
+// the file into memory of our own with pread, never maps it: another process
+// may truncate or rewrite a file while we read it (a recording replaced,
+// a dataset regenerated), and a mapping would then kill the process with
+// SIGBUS at the first page past the new end. A file that shrinks while read
+// is an IoError naming it; what was read before stays valid. Tensors read
+// are views into a buffer that lives as long as any of them: one buffer per
+// list for the list readers, one for the whole file for read_ten.
 #pragma once
 
 #include <cstddef>
@@ -15,28 +20,6 @@
 #include "tensorcom/tenbin.h"
 
 namespace tensorcom {
-
-// A read-only view of a whole file, mapped copy-on-write: writing through a
-// tensor that views it changes this process's pages, never the file.
-class MappedFile {
- public:
-  // Throws IoError if the file cannot be opened, sized or mapped.
-  [[nodiscard]] static std::shared_ptr<const MappedFile> open(const std::filesystem::path& path);
-  ~MappedFile();
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-
-  [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
-  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
-
- private:
-  MappedFile(std::filesystem::path path, std::byte* data, std::size_t size) noexcept
-      : path_(std::move(path)), data_(data), size_(size) {}
-
-  std::filesystem::path path_;
-  std::byte* data_;
-  std::size_t size_;
-};
 
 // A .ten file is a sequence of lists (batches) back to back, as `tenbin
 // record` writes them. Its length is bounded by nothing but its size:
@@ -52,8 +35,9 @@ class MappedFile {
 // Tells the list readers to find the list length from the tensors themselves.
 inline constexpr std::size_t kInferListLength = 0;
 
-// Reads the lists of a .ten file one at a time: memory is bounded by one
-// list (and, while the length is inferred, by the signatures of at most
+// Reads the lists of a .ten file one at a time, each into a buffer of its
+// own (the file's size is taken at construction: bytes appended later are
+// not read): memory is bounded by one list (and, while the length is inferred, by the signatures of at most
 // 2 * limits.max_tensors tensors), whatever the file's length.
 //
 // The list length is tensors_per_list, or with kInferListLength the shortest
@@ -65,7 +49,7 @@ inline constexpr std::size_t kInferListLength = 0;
 // limits.max_tensors tensors; the tensors after that must follow it.
 class TenListReader {
  public:
-  // Maps the file and finds the list length. Throws IoError, FormatError
+  // Opens the file and finds the list length. Throws IoError, FormatError
   // naming the file (a damaged tensor among those read to infer the length;
   // no list length of at most limits.max_tensors), ArgumentError for a
   // tensors_per_list over limits.max_tensors.
@@ -75,10 +59,11 @@ class TenListReader {
   TenListReader& operator=(TenListReader&&) noexcept;
   ~TenListReader();
 
-  // Returns the next list (views into the file's mapping), or nothing after
-  // the last. Throws FormatError naming the file and the byte offset: a
-  // damaged tensor, a last list cut short, a tensor that breaks the inferred
-  // pattern.
+  // Returns the next list (views into a buffer of its own, holding a copy
+  // of the list's bytes), or nothing after the last. Throws FormatError
+  // naming the file and the byte offset: a damaged tensor, a last list cut
+  // short, a tensor that breaks the inferred pattern; IoError naming the
+  // file if it was cut shorter than its size at construction.
   [[nodiscard]] std::optional<TensorList> next();
   // Tensors per list; 0 for a file without tensors.
   [[nodiscard]] std::size_t list_length() const noexcept;

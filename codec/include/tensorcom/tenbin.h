@@ -57,6 +57,12 @@ struct TensorHeader {
 // Throws FormatError.
 [[nodiscard]] TensorHeader decode_header(std::span<const std::byte> header, std::uint64_t base_offset = 0,
                                          const DecodeLimits& limits = {});
+// Decodes the header payload of tensor number `index` (named in messages)
+// and checks that its data payload, data_size bytes at data_offset, holds
+// what the header declares. Throws FormatError, as TensorDecoder::next().
+[[nodiscard]] TensorHeader decode_tensor_header(std::size_t index, std::span<const std::byte> header,
+                                                std::uint64_t header_offset, std::size_t data_size,
+                                                std::uint64_t data_offset, const DecodeLimits& limits = {});
 
 // ---- single-buffer encoding ----
 
@@ -71,6 +77,14 @@ std::size_t encode_into(std::span<const Tensor> tensors, std::span<std::byte> ou
 [[nodiscard]] SharedBuffer encode_buffer(std::span<const Tensor> tensors);
 // Whether bytes start with the single-buffer magic.
 [[nodiscard]] bool starts_with_magic(std::span<const std::byte> bytes) noexcept;
+// Checks the prefix of the chunk at `offset` of a single-buffer stream that
+// has `remaining` bytes from there on (prefix included); `prefix` holds its
+// first min(16, remaining) bytes. Returns the payload length. Throws
+// FormatError as ChunkReader::next(): a prefix cut short, a bad magic, a
+// length that is negative or longer than what remains. For readers that
+// walk a stream without holding it (.ten files read with pread).
+[[nodiscard]] std::size_t chunk_payload_length(std::span<const std::byte> prefix, std::uint64_t remaining,
+                                               std::uint64_t offset);
 
 // Walks the chunks of a single-buffer stream (one or more lists back to back).
 class ChunkReader {
