@@ -4,6 +4,7 @@
 #include <limits>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "tensorcom/formats/printable.h"
 #include "tensorcom/metrics/metrics_server.h"
@@ -292,6 +293,14 @@ void ImageServerCli::check_bounds() const {
   }
   const double flip = s.augment.flip_probability;
   if (!(flip >= 0 && flip <= 1)) throw ArgumentError("--flip " + std::to_string(flip) + ": expected 0 to 1");
+  // 0 means forever or never; a negative number reads as a huge one.
+  constexpr std::uint64_t kMostCount = 1000000000;
+  for (const auto& [option, value] : {std::pair{"--epochs", s.epochs}, std::pair{"--report", s.report}}) {
+    if (value > kMostCount) {
+      throw ArgumentError(std::string(option) + " " + std::to_string(value) + ": expected 0 to " +
+                          std::to_string(kMostCount));
+    }
+  }
   if (s.order.world == 0 || s.order.rank >= s.order.world) throw ArgumentError("--rank must be below --world");
   // Bounds well past any real job; they also catch negative numbers, which
   // the option parser reads as huge unsigned ones.

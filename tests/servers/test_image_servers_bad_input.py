@@ -55,6 +55,16 @@ def test_out_of_range_counts_are_refused(clean_data, option, value):
     assert option in err and "expected" in err, err
 
 
+@pytest.mark.parametrize("option,value", [("--epochs", "-1"), ("--epochs", str(2 ** 40)), ("--report", "-1"),
+                                          ("--report", str(2 ** 63))])
+def test_out_of_range_epochs_and_reports_are_refused(clean_data, option, value):
+    """--epochs -1 used to serve forever and --report -1 never to report."""
+    paths, _ = clean_data
+    rc, out, err = h.run_plain(["-u", paths[0], option, value, "zpub+ipc:///tmp/tcs-nothing"])
+    assert rc == 1, (rc, out, err)
+    assert option in err and "expected 0 to" in err, err
+
+
 @pytest.mark.parametrize("value", ["nearest", "", "BILINEAR", "bilinear\x1b[2J" + "x" * 5000])
 def test_unknown_interpolation_exits_1_naming_the_choices(clean_data, value):
     paths, _ = clean_data
