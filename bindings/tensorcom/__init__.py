@@ -13,6 +13,8 @@ tensorcom.zcom is the reference's module of that name (`from tensorcom import
 zcom, tenbin` code runs unchanged, see docs/python.md);
 tensorcom.TensorcomDataset (needs torch) is a torch IterableDataset;
 tensorcom.rank_urls picks a data-parallel rank's servers;
+Connection.state_dict()/load_state_dict() and tensorcom.merge_state_dicts
+save and resume an epoch part-way (tensorcom.resume);
 tensorcom.imaging has torchvision's transforms on encoded images, for any
 DataLoader.
 """
@@ -29,14 +31,15 @@ from ._tensorcom import (  # noqa: F401
     UnavailableError,
     UrlError,
 )
-from . import imaging, tenbin, zcom  # noqa: F401
+from . import imaging, resume, tenbin, zcom  # noqa: F401
 from .connection import Connection  # noqa: F401
 from .converters import converter_table, listify, tonumpy, totorch, transform_with  # noqa: F401
 from .ranks import rank_urls  # noqa: F401
+from .resume import merge_state_dicts  # noqa: F401
 
 __all__ = [
     "Connection", "TensorcomDataset", "imaging", "tenbin", "zcom", "converter_table", "tonumpy", "totorch", "transform_with",
-    "listify", "rank_urls",
+    "listify", "rank_urls", "resume", "merge_state_dicts",
     "Error", "FormatError", "ImageError", "ArgumentError", "IoError", "UrlError", "TransportError", "TimeoutError",
     "UnavailableError", "Statistics",
 ]

@@ -7,12 +7,14 @@ copying (it holds them until written). One thread at a time per Connection.
 docs/python.md lists where it differs from the reference.
 """
 
+from collections import deque
 from time import monotonic as _monotonic
 from urllib.parse import urlparse
 
 from . import _tensorcom
 from ._tensorcom import ArgumentError, Statistics, TimeoutError, UnavailableError
 from .converters import device_converter, listify, make_converters, transform_with
+from .resume import ConsumedBatches
 from .tenbin import as_list, check_acceptable_input_type, check_infos, decode_buffer, decode_list, encode_buffer, \
     encode_list
 
@@ -65,6 +67,63 @@ _TIMEOUT = None
 
 def _would_block():
     return _timeout_class()("no message (NOBLOCK)")
+
+
+# The metadata fields resume tracking reads (tensorcom.resume); the rest of
+# the map (a key per sample, ...) is skipped undecoded.
+_RESUME_FIELDS = frozenset(("stream", "fingerprint", "seed", "epoch", "batch", "batches", "last"))
+_NO_MSGPACK = object()
+
+
+def _msgpack():
+    """The msgpack module, or _NO_MSGPACK where it is not installed (resume
+    tracking then sees no metadata; state_dict() says why)."""
+    global _MSGPACK
+    if _MSGPACK is None:
+        try:
+            import msgpack
+            _MSGPACK = msgpack
+        except ImportError:
+            _MSGPACK = _NO_MSGPACK
+    return _MSGPACK
+
+
+_MSGPACK = None
+
+
+def _resume_fields(arrays, infos):
+    """The resume fields of a batch's metadata (the last array whose info is
+    "meta", a msgpack map) as a dict, if it has "stream" and "batch"; None for
+    a batch without such metadata (none, not a map, undecodable: such a batch
+    is not tracked), _NO_MSGPACK where msgpack is missing."""
+    if "meta" not in infos:
+        return None
+    i = len(infos) - 1
+    while infos[i] != "meta":
+        i -= 1
+    if i >= len(arrays):
+        return None
+    data = arrays[i]
+    if getattr(data, "dtype", None) != "uint8" or data.ndim != 1:
+        return None
+    msgpack = _msgpack()
+    if msgpack is _NO_MSGPACK:
+        return msgpack
+    # Every batch pays for this: Unpacker.skip() passes over the per-sample
+    # lists without making Python objects of them, as unpackb() would.
+    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(data.nbytes, 1))
+    fields = {}
+    try:
+        unpacker.feed(data)
+        for _ in range(unpacker.read_map_header()):
+            key = unpacker.unpack()
+            if type(key) is str and key in _RESUME_FIELDS:
+                fields[key] = unpacker.unpack()
+            else:
+                unpacker.skip()
+    except (ValueError, TypeError, msgpack.UnpackException):
+        return None
+    return fields if "stream" in fields and "batch" in fields else None
 
 
 # pyzmq's option numbers (zmq.RCVTIMEO, ...) for the options reference code
@@ -220,6 +279,12 @@ class Connection:
     curve_secret, curve_server, curve_allow
                  CURVE security (docs/security.md)
 
+    Resuming (issue 27): batches from servers started with --meta are
+    tracked as they are handed out (recv, iteration, iter_epoch);
+    state_dict() is the token of what was consumed and load_state_dict()
+    takes one back (tensorcom.resume); iter_epoch() yields one epoch of
+    every stream at a time.
+
     Attributes as the reference's: socket (None until connected and after
     close), stats, count (batches sent or received), batch_size (of the last
     batch received), multipart, raw, infos, allow64, device, epoch, total,
@@ -265,6 +330,15 @@ class Connection:
         self._c = None
         self._socket = None
         self._stats = Statistics(stats_horizon)  # until connected
+        self._consumed = ConsumedBatches()  # what was handed out, by stream (tensorcom.resume)
+        self._tracked = 0                   # batches handed out with resume metadata,
+        self._untracked = 0                 # and without
+        self._loaded = False                # load_state_dict() was called
+        self._no_msgpack = False            # metadata came, msgpack was missing
+        self._epoch = None                  # the epoch iter_epoch() yields next; None: not started
+        self._latest = {}                   # stream -> highest epoch received from it
+        self._held = deque()                # (stream, epoch, fields, (arrays, infos), bytes): later epochs
+        self._held_bytes = 0
         if url is not None:
             self.connect(url)
 
@@ -342,8 +416,9 @@ class Connection:
 
     # --- receiving -------------------------------------------------------------
 
-    def _receive(self, timeout=_WAIT):
-        """(arrays, infos) of the next message, undecoded by transforms; None on timeout."""
+    def _receive(self, timeout=_WAIT, track=True):
+        """(arrays, infos) of the next message, undecoded by transforms; None on
+        timeout. track: record it as handed out (resume tracking)."""
         if timeout is _WAIT:
             try:
                 got = self._core().next()
@@ -354,7 +429,35 @@ class Connection:
             if got is None:
                 return None
         self.count += 1
+        if track:
+            fields = self._fields(got)
+            if fields is not None:
+                self._record(fields)
         return got
+
+    def _fields(self, got):
+        """The batch's resume fields (_resume_fields), counting batches without them."""
+        fields = _resume_fields(got[0], got[1])
+        if fields is None or fields is _NO_MSGPACK:
+            self._untracked += 1
+            self._no_msgpack = self._no_msgpack or fields is _NO_MSGPACK
+            return None
+        return fields
+
+    def _record(self, fields):
+        name, epoch, _ = self._consumed.record(fields)
+        self._tracked += 1
+        if epoch > self._latest.get(name, -1):
+            self._latest[name] = epoch
+
+    def _deliver(self, got, infos=False):
+        """What recv() returns for a received (arrays, infos)."""
+        arrays, got_infos = got
+        if isinstance(self.infos, (list, tuple)):
+            check_infos(arrays, got_infos, self.infos)  # the reference's check of what arrives
+        batch = transform_with(transform_with(arrays, self.batch_transforms), self.converters)
+        self.batch_size = _first_dim(batch)
+        return (batch, got_infos) if infos else batch
 
     def recv(self, timeout=_WAIT, infos=False):
         """The next batch, transformed and converted.
@@ -366,12 +469,7 @@ class Connection:
         got = self._receive(timeout)
         if got is None:
             return None
-        arrays, got_infos = got
-        if isinstance(self.infos, (list, tuple)):
-            check_infos(arrays, got_infos, self.infos)  # the reference's check of what arrives
-        batch = transform_with(transform_with(arrays, self.batch_transforms), self.converters)
-        self.batch_size = _first_dim(batch)
-        return (batch, got_infos) if infos else batch
+        return self._deliver(got, infos)
 
     def batchsize(self, xs):
         """Samples in a batch (batch_count), else 1."""
@@ -395,6 +493,126 @@ class Connection:
     def __len__(self):
         """The epoch given at construction (the reference's convention)."""
         return self.epoch
+
+    # --- resuming (tensorcom.resume) -----------------------------------------------
+
+    # iter_epoch() holds back batches of later epochs while some stream is
+    # still in the current one; past either bound it raises rather than grow.
+    held_bytes_limit = 1 << 30
+    held_batches_limit = 65536
+
+    def state_dict(self):
+        """The resume token (tensorcom.resume): which batches of which server
+        streams this connection handed out, plus any token loaded. A new
+        JSON-able dict. Gather every rank's and join them with
+        tensorcom.merge_state_dicts. Raises ArgumentError if batches came
+        without resume metadata and none with it."""
+        if not self._tracked and not self._loaded:
+            if self._no_msgpack:
+                raise ArgumentError("batches carry metadata, but reading it needs msgpack: pip install msgpack")
+            if self._untracked:
+                raise ArgumentError("batches carry no resume metadata: start the servers with --meta")
+        return self._consumed.state_dict()
+
+    def load_state_dict(self, token):
+        """Takes a resume token (state_dict(), merge_state_dicts(), JSON
+        round-tripped or not): its consumed batches count as handed out, so a
+        batch received again raises ArgumentError (the server served it
+        twice), as does one from a stream whose fingerprint differs.
+        iter_epoch() starts at the token's lowest incomplete epoch.
+        Raises ArgumentError naming the field of an invalid token; nothing
+        changes then."""
+        self._consumed.load_state_dict(token)
+        self._loaded = True
+
+    def iter_epoch(self, servers=None):
+        """A generator of exactly one epoch's batches (what recv() returns)
+        from every stream this connection reads; the next call yields the
+        next epoch. The first epoch is the loaded token's lowest incomplete
+        one, else 0; a loop left early leaves the rest of its epoch to the
+        next call.
+
+        servers: how many streams to wait for; default: one a URL (braces
+        expanded), which needs every URL to connect (a binding URL has any
+        number of peers: give servers=). A stream has finished the epoch
+        when its batches 0 .. batches-1 were all consumed (its batch count
+        known from "batches" or the "last" batch), or when it sent a batch of
+        a later epoch (a PUSH shared by ranks: another rank got the rest).
+        Batches of later epochs that come meanwhile are held back, in order,
+        for the next call (at most held_bytes_limit bytes and
+        held_batches_limit batches, else ArgumentError naming the streams
+        still in the epoch). Raises ArgumentError for a batch without resume
+        metadata or of an earlier epoch, tensorcom.TimeoutError as recv()
+        does. Servers that stop after their last epoch leave a stream
+        shared with other ranks unfinished: the loop then ends in a timeout.
+        """
+        if servers is None:
+            kinds = _tensorcom.endpoint_kinds(self.urls, False)
+            binding = [url for _, binds, url in kinds if binds]
+            if binding:
+                raise ArgumentError(f"iter_epoch(): {binding[0]} binds, so any number of servers may connect: "
+                                    "say how many with servers=")
+            servers = len(kinds)
+        elif type(servers) is not int or servers < 1:
+            raise ArgumentError(f"iter_epoch(): servers must be a whole number >= 1, not {servers!r}")
+        return self._epoch_batches(servers)
+
+    def _epoch_batches(self, servers):
+        if self._epoch is None:
+            self._epoch = self._consumed.lowest_incomplete_epoch()
+        epoch = self._epoch
+        yield from self._held_batches(epoch)
+        finished = self._consumed.epoch_finished
+        unfinished = {name for name, latest in self._latest.items() if latest <= epoch and not finished(name, epoch)}
+        while unfinished or len(self._latest) < servers:
+            got = self._receive(_WAIT, track=False)
+            fields = self._fields(got)
+            if fields is None:
+                raise ArgumentError("batches carry no resume metadata: start the servers with --meta")
+            name, got_epoch, index, _ = self._consumed.check(fields)
+            if got_epoch < epoch:
+                raise ArgumentError(f"stream {name!r} sent batch {index} of epoch {got_epoch} while epoch {epoch} "
+                                    "is iterated: its epoch ended before")
+            if got_epoch > epoch:
+                if got_epoch > self._latest.get(name, -1):
+                    self._latest[name] = got_epoch
+                unfinished.discard(name)
+                self._hold(name, got_epoch, fields, got, epoch, unfinished, servers)
+                continue
+            self._record(fields)
+            if self._latest[name] > epoch or finished(name, epoch):
+                unfinished.discard(name)
+            else:
+                unfinished.add(name)
+            yield self._deliver(got)
+        self._epoch = epoch + 1
+
+    def _held_batches(self, epoch):
+        """Yields the held-back batches of `epoch`, in order; keeps the others."""
+        pending, self._held = self._held, deque()
+        try:
+            while pending:
+                name, got_epoch, fields, got, size = pending.popleft()
+                if got_epoch != epoch:
+                    self._held.append((name, got_epoch, fields, got, size))
+                    continue
+                self._held_bytes -= size
+                self._record(fields)
+                yield self._deliver(got)
+        finally:
+            self._held.extend(pending)  # a loop left early: the rest stay held, in order
+
+    def _hold(self, name, got_epoch, fields, got, epoch, unfinished, servers):
+        size = sum(getattr(a, "nbytes", 0) for a in got[0])
+        if self._held_bytes + size > self.held_bytes_limit or len(self._held) >= self.held_batches_limit:
+            if unfinished:
+                why = f"streams {', '.join(repr(n) for n in sorted(unfinished))} are still in epoch {epoch}"
+            else:
+                why = f"only {len(self._latest)} of servers={servers} streams were seen in epoch {epoch}"
+            raise ArgumentError(f"iter_epoch(): {len(self._held)} batches ({self._held_bytes} bytes) of later epochs "
+                                f"held back while {why}: a server is stalled or gone")
+        self._held.append((name, got_epoch, fields, got, size))
+        self._held_bytes += size
 
     # --- state -------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from . import _tensorcom
 from ._tensorcom import ArgumentError
 from .connection import Connection
 from .ranks import rank_urls
+from .resume import ConsumedBatches
 
 
 def _shares(urls, expand_braces):
@@ -67,9 +68,24 @@ class TensorcomDataset(torch.utils.data.IterableDataset):
 
     The connection is opened in the process that iterates, and kept for the
     next epoch.
+
+    by_epoch=True: each `for` loop over the dataset yields exactly one
+    epoch of the servers' batches (Connection.iter_epoch: every stream's
+    batches of that epoch, however many), and `length` only answers len().
+    servers: how many server streams this process reads (iter_epoch's
+    servers=; default one a URL).
+
+    Resuming: state_dict() and load_state_dict() are the connection's (a
+    token loaded before the connection exists is applied when it is made).
+    They see the batches of this process only: use DataLoader num_workers=0
+    (the batches come batched, so workers add little), as worker processes'
+    connections are not visible from the main process; state_dict() raises
+    ArgumentError if this process never received a batch and no token was
+    loaded (with workers, the case it can tell).
     """
 
-    def __init__(self, urls, length=1000000, rank=None, world=None, **connection_options):
+    def __init__(self, urls, length=1000000, rank=None, world=None, *, by_epoch=False, servers=None,
+                 **connection_options):
         super().__init__()
         if (rank is None) != (world is None):
             raise ArgumentError("TensorcomDataset: give rank and world together, or neither")
@@ -78,17 +94,44 @@ class TensorcomDataset(torch.utils.data.IterableDataset):
             raise ArgumentError(f"TensorcomDataset: length must be a whole number of batches >= 0, not {length!r}")
         if rank is not None:
             urls = rank_urls(urls, rank, world, not connection_options.get("noexpand", False))
+        if servers is not None and (type(servers) is not int or servers < 1):
+            raise ArgumentError(f"TensorcomDataset: servers must be a whole number >= 1, not {servers!r}")
         self.urls = urls
         self.length = length
+        self.by_epoch = bool(by_epoch)
+        self.servers = servers
         self.connection_options = connection_options
         self.con = None
         self._pid = None
+        self._token = None  # loaded before the connection was made
 
     def connection(self):
         if self.con is None or self._pid != os.getpid():
-            self.con = Connection(self.urls, **self.connection_options)
-            self._pid = os.getpid()
+            con = Connection(self.urls, **self.connection_options)
+            if self._token is not None:
+                con.load_state_dict(self._token.state_dict())
+            self.con, self._pid, self._token = con, os.getpid(), None
         return self.con
+
+    def state_dict(self):
+        """The connection's resume token (Connection.state_dict)."""
+        if self.con is None or self._pid != os.getpid():
+            if self._token is not None:
+                return self._token.state_dict()
+            raise ArgumentError("TensorcomDataset.state_dict(): no batch was received in this process; with "
+                                "DataLoader num_workers > 0 the workers receive them and their progress is not "
+                                "seen here: use num_workers=0 to resume")
+        return self.con.state_dict()
+
+    def load_state_dict(self, token):
+        """Loads a resume token into the connection (Connection.load_state_dict),
+        now if it exists, else when it is made."""
+        if self.con is None or self._pid != os.getpid():
+            loaded = ConsumedBatches()
+            loaded.load_state_dict(token)  # refused now, not at the first batch
+            self._token = loaded
+        else:
+            self.con.load_state_dict(token)
 
     def _share(self):
         """How many items this process yields."""
@@ -105,6 +148,11 @@ class TensorcomDataset(torch.utils.data.IterableDataset):
         return 0
 
     def __iter__(self):
+        if self.by_epoch:
+            if self._share() == 0:
+                return
+            yield from self.connection().iter_epoch(self.servers)
+            return
         share = self._share()
         if share == 0:
             return
