@@ -84,7 +84,7 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
       "interpolation", po::value(&interpolation_)->default_value("bilinear"),
       "bilinear or bicubic (torchvision's pixels: Pillow's antialiased filters on a full-scale decode), "
       "or fast (DCT-scaled decode, 2-tap bilinear)")(
-      "meta", "add a msgpack metadata tensor (keys, shards, server, sequence) after the labels")(
+      "meta", "add a msgpack metadata tensor (keys, crops, epoch, stream place: docs/tools.md) after the labels")(
       "scale", po::value<std::vector<float>>()->multitoken(), "RandomResizedCrop area range (default 0.08 1)")(
       "ratio", po::value<std::vector<float>>()->multitoken(), "RandomResizedCrop aspect range (default 0.75 1.3333)")(
       "flip", po::value(&s.augment.flip_probability)->default_value(0.5), "horizontal flip probability")(
@@ -100,6 +100,11 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
       "skip encoded images larger than this, unread")("rank", po::value(&s.order.rank)->default_value(0),
                                                       "this server's share of the shards ...")(
       "world", po::value(&s.order.world)->default_value(1), "... among this many servers")(
+      "stream", po::value(&s.stream),
+      "this server's stream name in --meta and resume tokens (default RANK/WORLD; give one when several servers "
+      "share a --rank/--world)")("resume", po::value(&s.resume_path),
+                                 "FILE: a resume token (train.py --checkpoint writes one beside the checkpoint): "
+                                 "serve from its epoch on, leaving out the batches it says were consumed")(
       "resample", "draw shards with replacement instead of splitting them")(
       "subscribers", po::value(&s.subscribers)->default_value(0),
       "PUB: wait for this many subscribers before the first batch, and never drop a batch for a slow one "

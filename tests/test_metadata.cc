@@ -17,8 +17,16 @@ std::vector<std::byte> bytes_of(std::initializer_list<int> values) {
 
 TEST_CASE("metadata round trip") {
   BatchMetadata meta{
-      {"n01440764_10026", "n01440764_10027"}, {"train-000.tar", "train-001.tar"}, "host:1", 77, {}, {}, {}};
+      {"n01440764_10026", "n01440764_10027"}, {"train-000.tar", "train-001.tar"}, "host:1", 77, {}, {}, {}, {}};
   SUBCASE("bytes") { CHECK(decode_metadata(encode_metadata(meta)) == meta); }
+  SUBCASE("with the batch's place in a resumable stream") {
+    meta.epoch = 3;
+    meta.place = BatchMetadata::StreamPlace{"2/8", "0123456789abcdef", 5, 41, 156, false};
+    CHECK(decode_metadata(encode_metadata(meta)) == meta);
+    meta.place->batches.reset();
+    meta.place->last = true;
+    CHECK(decode_metadata(encode_metadata(meta)) == meta);
+  }
   SUBCASE("with each sample's geometry") {
     meta.geometry = {{10, 20, 300, 200, true, 500, 375}, {0, 0, 1, 1, false, 1, 1}};
     CHECK(decode_metadata(encode_metadata(meta)) == meta);
@@ -48,7 +56,7 @@ TEST_CASE("metadata round trip") {
     CHECK_FALSE(find_metadata(batch).has_value());
   }
   SUBCASE("the encoding is a plain msgpack map") {
-    BatchMetadata small{{}, {}, "", 5, {}, {}, {}};
+    BatchMetadata small{{}, {}, "", 5, {}, {}, {}, {}};
     // fixmap(4) "keys" [] "shards" [] "server" "" "seq" 5
     auto expected = bytes_of({0x84, 0xa4, 'k', 'e', 'y', 's', 0x90, 0xa6, 's',  'h',  'a', 'r', 'd', 's',
                               0x90, 0xa6, 's', 'e', 'r', 'v', 'e',  'r',  0xa0, 0xa3, 's', 'e', 'q', 0x05});
@@ -74,7 +82,7 @@ TEST_CASE("hostile metadata") {
                          FormatError);
   }
   SUBCASE("geometry that does not fit the samples") {
-    BatchMetadata meta{{"a", "b"}, {"s", "s"}, "h", 1, {{1, 2, 3, 4, false, 9, 9}}, {}, {}};
+    BatchMetadata meta{{"a", "b"}, {"s", "s"}, "h", 1, {{1, 2, 3, 4, false, 9, 9}}, {}, {}, {}};
     CHECK_THROWS_WITH_AS((void)decode_metadata(encode_metadata(meta)),
                          doctest::Contains("geometry for 1 samples and 2 keys"), FormatError);
     // {"crops": [[1, 2, 3]]}: a box of three values

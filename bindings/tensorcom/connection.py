@@ -445,7 +445,19 @@ class Connection:
         return fields
 
     def _record(self, fields):
-        name, epoch, _ = self._consumed.record(fields)
+        try:
+            name, epoch, _ = self._consumed.record(fields)
+        except ArgumentError:
+            if self._loaded:
+                raise  # resuming: a batch served twice or by another configuration is an error
+            # Without a token, a server that restarts from its beginning (no
+            # --resume) or with another configuration starts its stream anew.
+            name = fields.get("stream")
+            if not isinstance(name, str):
+                raise
+            self._consumed.forget(name)
+            self._latest.pop(name, None)
+            name, epoch, _ = self._consumed.record(fields)
         self._tracked += 1
         if epoch > self._latest.get(name, -1):
             self._latest[name] = epoch

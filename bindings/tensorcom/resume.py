@@ -250,6 +250,10 @@ class ConsumedBatches:
                                     "(the server sent it twice)")
         return name, epoch, index, batches
 
+    def forget(self, stream):
+        """Drops what is recorded of `stream` (its server restarted from scratch)."""
+        self._streams.pop(stream, None)
+
     def epoch_finished(self, stream, epoch):
         """Whether every batch of `epoch` on `stream` was consumed (as far
         as this token knows: the epoch's batch count must be known)."""

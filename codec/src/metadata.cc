@@ -2,6 +2,7 @@
 
 #include <msgpack.hpp>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -34,7 +35,10 @@ std::vector<std::byte> encode_metadata(const BatchMetadata& metadata) {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> packer(buffer);
   const bool geometry = !metadata.geometry.empty();
-  const std::uint32_t fields = 4 + (geometry ? 3 : 0) + (metadata.epoch ? 1 : 0) + (metadata.size ? 1 : 0);
+  const auto& place = metadata.place;
+  const std::uint32_t place_fields = place ? 5 + (place->batches ? 1 : 0) : 0;
+  const std::uint32_t fields =
+      4 + (geometry ? 3 : 0) + (metadata.epoch ? 1 : 0) + (metadata.size ? 1 : 0) + place_fields;
   packer.pack_map(fields);
   packer.pack(std::string_view("keys"));
   packer.pack(metadata.keys);
@@ -47,6 +51,14 @@ std::vector<std::byte> encode_metadata(const BatchMetadata& metadata) {
   if (geometry) pack_geometry(packer, metadata.geometry);
   if (metadata.epoch) packer.pack(std::string_view("epoch")).pack(*metadata.epoch);
   if (metadata.size) packer.pack(std::string_view("size")).pack(*metadata.size);
+  if (place) {
+    packer.pack(std::string_view("stream")).pack(place->stream);
+    packer.pack(std::string_view("fingerprint")).pack(place->fingerprint);
+    packer.pack(std::string_view("seed")).pack(place->seed);
+    packer.pack(std::string_view("batch")).pack(place->batch);
+    if (place->batches) packer.pack(std::string_view("batches")).pack(*place->batches);
+    packer.pack(std::string_view("last")).pack(place->last);
+  }
   auto* begin = reinterpret_cast<const std::byte*>(buffer.data());
   return {begin, begin + buffer.size()};
 }
@@ -122,15 +134,44 @@ std::uint64_t as_unsigned(const msgpack::object& value, const char* field) {
   return value.via.u64;
 }
 
+std::string as_string(const msgpack::object& value, const char* field) {
+  if (value.type != msgpack::type::STR) {
+    throw FormatError(FormatErrorKind::kMetadata, std::string("metadata '") + field + "' is not a string", 0);
+  }
+  return {value.via.str.ptr, value.via.str.size};
+}
+
+// The stream fields; false if `key` is not one of them.
+bool read_place_field(BatchMetadata& out, std::string_view key, const msgpack::object& value) {
+  static constexpr std::string_view kFields[] = {"stream", "fingerprint", "seed", "batch", "batches", "last"};
+  if (std::find(std::begin(kFields), std::end(kFields), key) == std::end(kFields)) return false;
+  auto& place = out.place ? *out.place : out.place.emplace();
+  if (key == "stream") {
+    place.stream = as_string(value, "stream");
+  } else if (key == "fingerprint") {
+    place.fingerprint = as_string(value, "fingerprint");
+  } else if (key == "seed") {
+    place.seed = as_unsigned(value, "seed");
+  } else if (key == "batch") {
+    place.batch = as_unsigned(value, "batch");
+  } else if (key == "batches") {
+    place.batches = as_unsigned(value, "batches");
+  } else if (value.type != msgpack::type::BOOLEAN) {
+    throw FormatError(FormatErrorKind::kMetadata, "metadata 'last' is not a boolean", 0);
+  } else {
+    place.last = value.via.boolean;
+  }
+  return true;
+}
+
 void read_field(BatchMetadata& out, std::string_view key, const msgpack::object& value) {
+  if (read_place_field(out, key, value)) return;
   if (key == "keys") {
     out.keys = as_strings(value, "keys");
   } else if (key == "shards") {
     out.shards = as_strings(value, "shards");
   } else if (key == "server") {
-    if (value.type != msgpack::type::STR)
-      throw FormatError(FormatErrorKind::kMetadata, "metadata 'server' is not a string", 0);
-    out.server.assign(value.via.str.ptr, value.via.str.size);
+    out.server = as_string(value, "server");
   } else if (key == "seq") {
     out.sequence = as_unsigned(value, "seq");
   } else if (key == "epoch") {

@@ -70,17 +70,20 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
 };
 
 struct BatchAssembler::Filling {
-  std::uint64_t id = 0;
+  BatchPlace place;
+  BatchFormat format;  // the batch's own image size
   std::shared_ptr<std::byte> memory;
   std::shared_ptr<void> pipeline_hold;  // counts this buffer against max_batches
-  std::size_t handed_out = 0;           // slots given out so far (new ones)
+  std::size_t expected = 0;
   std::size_t committed = 0;
-  std::vector<std::size_t> returned;  // abandoned slots, to hand out again
+  std::size_t empty = 0;
+  bool last = false;
   std::vector<bool> filled;
   std::vector<std::string> keys;
   std::vector<std::string> shards;
   std::vector<SampleGeometry> geometry;
-  std::vector<std::uint64_t> epochs;
+
+  [[nodiscard]] bool complete() const noexcept { return committed + empty == expected; }
 };
 
 namespace {
@@ -92,14 +95,18 @@ std::size_t labels_offset_of(const BatchFormat& format) {
   return round_up(format.image_bytes() * format.batch_size, kTensorAlignment);
 }
 
-// How long acquire() waits before looking at the pool again: the publisher
+// How long open() waits before looking at the pool again: the publisher
 // ends its hold on a sent batch without signalling us.
 constexpr auto kPoolPoll = std::chrono::milliseconds(2);
+
+std::string describe(BatchPlace place) {
+  return "batch " + std::to_string(place.index) + " of epoch " + std::to_string(place.epoch);
+}
 
 }  // namespace
 
 BatchAssembler::BatchAssembler(BatchFormat format, std::size_t max_batches, int largest_size)
-    : format_(format), largest_size_(std::max(largest_size, format.size)), labels_offset_(labels_offset_of(format)) {
+    : format_(format), largest_size_(std::max(largest_size, format.size)) {
   if (format_.batch_size == 0) throw ArgumentError("batch size must be positive");
   // Every buffer holds a batch of the largest size, so that a size change
   // reuses the pool instead of replacing it while sent batches still hold it.
@@ -111,164 +118,139 @@ BatchAssembler::BatchAssembler(BatchFormat format, std::size_t max_batches, int 
 
 BatchAssembler::~BatchAssembler() = default;
 
-BatchAssembler::Filling* BatchAssembler::find(std::uint64_t id) {
+BatchAssembler::Filling& BatchAssembler::find(BatchPlace place) {
   for (Filling& f : filling_) {
-    if (f.id == id) return &f;
+    if (f.place == place) return f;
   }
-  return nullptr;
+  throw Error("no open " + describe(place));
 }
 
-SampleSlot BatchAssembler::slot_of(Filling& batch, std::size_t index) const {
-  std::byte* image = batch.memory.get() + index * format_.image_bytes();
-  return {batch.id, index, format_.direct() ? reinterpret_cast<std::uint8_t*>(image) : nullptr, image};
-}
+std::size_t BatchAssembler::labels_offset(const Filling& batch) const { return labels_offset_of(batch.format); }
 
-std::optional<SampleSlot> BatchAssembler::take_slot_locked() {
-  for (Filling& f : filling_) {
-    if (!f.returned.empty()) {
-      std::size_t index = f.returned.back();
-      f.returned.pop_back();
-      return slot_of(f, index);
-    }
+bool BatchAssembler::open(BatchPlace place, std::size_t expected, int size) {
+  if (expected == 0 || expected > format_.batch_size)
+    throw Error("a batch of " + std::to_string(expected) + " samples");
+  if (size < 1 || size > largest_size_) {
+    throw ArgumentError("size " + std::to_string(size) + " is not 1 to " + std::to_string(largest_size_));
   }
-  if (!filling_.empty() && filling_.back().handed_out < format_.batch_size) {
-    Filling& f = filling_.back();
-    return slot_of(f, f.handed_out++);
-  }
-  std::optional<PooledBuffer> buffer = pool_->try_acquire();
-  if (!buffer) return std::nullopt;
-  Filling& f = filling_.emplace_back();
-  f.id = next_id_++;
-  f.memory = std::move(buffer->memory);
-  f.pipeline_hold = std::move(buffer->pipeline_hold);
-  f.filled.assign(format_.batch_size, false);
-  f.keys.resize(format_.batch_size);
-  f.shards.resize(format_.batch_size);
-  f.geometry.resize(format_.batch_size);
-  f.epochs.resize(format_.batch_size);
-  return slot_of(f, f.handed_out++);
-}
-
-std::optional<SampleSlot> BatchAssembler::acquire() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    if (cancelled_) return std::nullopt;
-    if (auto slot = take_slot_locked()) return slot;
+    if (cancelled_) return false;
+    if (std::optional<PooledBuffer> buffer = pool_->try_acquire()) {
+      Filling& f = filling_.emplace_back();
+      f.place = place;
+      f.format = format_;
+      f.format.size = size;
+      f.memory = std::move(buffer->memory);
+      f.pipeline_hold = std::move(buffer->pipeline_hold);
+      f.expected = expected;
+      f.filled.assign(expected, false);
+      f.keys.resize(expected);
+      f.shards.resize(expected);
+      f.geometry.resize(expected);
+      return true;
+    }
     changed_.wait_for(lock, kPoolPoll);
   }
 }
 
-void BatchAssembler::commit(const SampleSlot& slot, const std::uint8_t* hwc, std::int32_t label, std::string key,
-                            std::string shard, const SampleGeometry& geometry, std::uint64_t epoch) {
-  // The slot's memory is this caller's alone until it is committed.
-  if (!slot.direct) convert_image(format_, hwc, slot.image);
+void BatchAssembler::end_epoch_at(BatchPlace place, std::size_t count) {
   std::lock_guard lock(mutex_);
-  Filling* f = find(slot.batch);
-  if (!f) throw Error("commit of a slot whose batch is gone");
-  std::memcpy(f->memory.get() + labels_offset_ + slot.index * sizeof label, &label, sizeof label);
-  f->filled[slot.index] = true;
-  f->keys[slot.index] = std::move(key);
-  f->shards[slot.index] = std::move(shard);
-  f->geometry[slot.index] = geometry;
-  f->epochs[slot.index] = epoch;
-  if (++f->committed == format_.batch_size) {
-    ready_.push_back(make_ready(*f, format_.batch_size));
-    filling_.remove_if([id = slot.batch](const Filling& g) { return g.id == id; });
-    // Only a ready batch concerns a waiter. Waking the publisher for every
-    // image cost two context switches per image when threads share a core.
-    changed_.notify_all();
+  Filling& f = find(place);
+  if (count == 0 || count > f.expected || f.committed + f.empty > count) {
+    throw Error(describe(place) + " cannot end its epoch at " + std::to_string(count) + " samples");
   }
+  f.expected = count;
+  f.last = true;
+  notify_if_complete(f);
 }
 
-void BatchAssembler::abandon(const SampleSlot& slot) {
+SampleSlot BatchAssembler::slot(BatchPlace place, std::size_t index) {
   std::lock_guard lock(mutex_);
-  if (Filling* f = find(slot.batch)) f->returned.push_back(slot.index);
-  changed_.notify_all();
+  Filling& f = find(place);
+  if (index >= f.expected) throw Error("slot " + std::to_string(index) + " of " + describe(place));
+  std::byte* image = f.memory.get() + index * f.format.image_bytes();
+  return {place, index, f.format.direct() ? reinterpret_cast<std::uint8_t*>(image) : nullptr, image, &f.format};
 }
 
-AssembledBatch BatchAssembler::make_ready(Filling& f, std::size_t count) {
+void BatchAssembler::commit(const SampleSlot& slot, const std::uint8_t* hwc, std::int32_t label, std::string key,
+                            std::string shard, const SampleGeometry& geometry) {
+  // The slot's memory is this caller's alone until it is committed.
+  if (!slot.direct) convert_image(*slot.format, hwc, slot.image);
+  std::lock_guard lock(mutex_);
+  Filling& f = find(slot.batch);
+  std::memcpy(f.memory.get() + labels_offset(f) + slot.index * sizeof label, &label, sizeof label);
+  f.filled[slot.index] = true;
+  f.keys[slot.index] = std::move(key);
+  f.shards[slot.index] = std::move(shard);
+  f.geometry[slot.index] = geometry;
+  ++f.committed;
+  notify_if_complete(f);
+}
+
+void BatchAssembler::leave_empty(const SampleSlot& slot) {
+  std::lock_guard lock(mutex_);
+  Filling& f = find(slot.batch);
+  ++f.empty;
+  notify_if_complete(f);
+}
+
+// Only the oldest batch concerns the publisher. Waking it for every image
+// cost two context switches per image when threads share a core.
+void BatchAssembler::notify_if_complete(const Filling& batch) {
+  if (batch.complete() && &batch == &filling_.front()) changed_.notify_all();
+}
+
+// Moves the filled slots to the front, in order (rare: a slot left empty),
+// and views the batch's memory as tensors.
+AssembledBatch BatchAssembler::make_ready(Filling& f) {
+  const std::size_t image_bytes = f.format.image_bytes();
+  std::byte* labels = f.memory.get() + labels_offset(f);
+  std::size_t count = 0;
+  for (std::size_t from = 0; from < f.expected; ++from) {
+    if (!f.filled[from]) continue;
+    if (count != from) {
+      std::memmove(f.memory.get() + count * image_bytes, f.memory.get() + from * image_bytes, image_bytes);
+      std::memmove(labels + count * sizeof(std::int32_t), labels + from * sizeof(std::int32_t), sizeof(std::int32_t));
+      f.keys[count] = std::move(f.keys[from]);
+      f.shards[count] = std::move(f.shards[from]);
+      f.geometry[count] = f.geometry[from];
+    }
+    ++count;
+  }
   auto n = static_cast<std::int64_t>(count);
   AssembledBatch batch;
-  batch.images = Tensor::view(format_.dtype(), format_.image_shape(n), f.memory.get(), f.memory);
-  batch.labels = Tensor::view(DType::kInt32, {n}, f.memory.get() + labels_offset_, f.memory);
+  batch.images = Tensor::view(f.format.dtype(), f.format.image_shape(n), f.memory.get(), f.memory);
+  batch.labels = Tensor::view(DType::kInt32, {n}, labels, f.memory);
   f.keys.resize(count);
   f.shards.resize(count);
   f.geometry.resize(count);
   batch.keys = std::move(f.keys);
   batch.shards = std::move(f.shards);
   batch.geometry = std::move(f.geometry);
-  batch.epoch = count ? *std::min_element(f.epochs.begin(), f.epochs.begin() + static_cast<std::ptrdiff_t>(count)) : 0;
-  batch.size = format_.size;
+  batch.place = f.place;
+  batch.last = f.last;
+  batch.empty_slots = f.empty;
+  batch.size = f.format.size;
   batch.pipeline_hold = std::move(f.pipeline_hold);
   return batch;
 }
 
-// Moves sample `from` of batch `src` to slot `to` of batch `dst`.
-void BatchAssembler::move_sample(Filling& src, std::size_t from, Filling& dst, std::size_t to) {
-  const std::size_t image_bytes = format_.image_bytes();
-  std::memmove(dst.memory.get() + to * image_bytes, src.memory.get() + from * image_bytes, image_bytes);
-  std::memmove(dst.memory.get() + labels_offset_ + to * sizeof(std::int32_t),
-               src.memory.get() + labels_offset_ + from * sizeof(std::int32_t), sizeof(std::int32_t));
-  dst.keys[to] = std::move(src.keys[from]);
-  dst.shards[to] = std::move(src.shards[from]);
-  dst.geometry[to] = src.geometry[from];
-  dst.epochs[to] = src.epochs[from];
-}
-
-// Packs the committed samples of the partly filled batches, in order, into
-// as few batches as they fill: only the last may be short. A sample moves
-// only to a position at or before its own, so nothing unread is overwritten.
-std::size_t BatchAssembler::pack_partial_batches() {
-  const std::size_t size = format_.batch_size;
-  std::vector<Filling*> batches;
-  for (Filling& f : filling_) batches.push_back(&f);
-  std::size_t to = 0;
-  for (Filling* f : batches) {
-    for (std::size_t from = 0; from < size; ++from) {
-      if (!f->filled[from]) continue;
-      Filling* dst = batches[to / size];
-      if (dst != f || to % size != from) move_sample(*f, from, *dst, to % size);
-      ++to;
-    }
-  }
-  return to;
-}
-
 void BatchAssembler::finish() {
-  flush();
   std::lock_guard lock(mutex_);
   finished_ = true;
   changed_.notify_all();
 }
 
-void BatchAssembler::set_size(int size) {
-  std::lock_guard lock(mutex_);
-  if (!filling_.empty()) throw Error("set_size while batches are being filled");
-  if (size < 1 || size > largest_size_) {
-    throw ArgumentError("size " + std::to_string(size) + " is not 1 to " + std::to_string(largest_size_));
-  }
-  format_.size = size;
-  labels_offset_ = labels_offset_of(format_);
-}
-
-void BatchAssembler::flush() {
-  std::lock_guard lock(mutex_);
-  const std::size_t size = format_.batch_size;
-  std::size_t total = pack_partial_batches();
-  auto it = filling_.begin();
-  for (std::size_t first = 0; first < total; first += size, ++it) {
-    ready_.push_back(make_ready(*it, std::min(size, total - first)));
-  }
-  filling_.clear();
-  changed_.notify_all();
-}
-
 std::optional<AssembledBatch> BatchAssembler::next_ready() {
   std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return cancelled_ || !ready_.empty() || finished_; });
-  if (cancelled_ || ready_.empty()) return std::nullopt;
-  AssembledBatch batch = std::move(ready_.front());
-  ready_.pop_front();
+  changed_.wait(lock, [&] {
+    return cancelled_ || (!filling_.empty() && filling_.front().complete()) || (finished_ && filling_.empty());
+  });
+  if (cancelled_ || filling_.empty()) return std::nullopt;
+  AssembledBatch batch = make_ready(filling_.front());
+  filling_.pop_front();
+  if (!filling_.empty() && filling_.front().complete()) changed_.notify_all();
   return batch;
 }
 
@@ -280,7 +262,9 @@ void BatchAssembler::cancel() {
 
 std::size_t BatchAssembler::ready_batches() {
   std::lock_guard lock(mutex_);
-  return ready_.size();
+  std::size_t ready = 0;
+  for (const Filling& f : filling_) ready += f.complete() ? 1 : 0;
+  return ready;
 }
 
 }  // namespace tensorcom::pipeline

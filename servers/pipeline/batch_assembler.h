@@ -1,7 +1,11 @@
-// Assembles batches from samples decoded in parallel, straight into the
-// memory that is sent. Workers take a slot, write their image into it, and
-// commit it (or abandon it, when the sample proves bad, so that another
-// sample fills it). A batch is ready when all its slots are committed.
+// Assembles batches in a fixed order from samples decoded in parallel,
+// straight into the memory that is sent. Sample p of an epoch goes to batch
+// p / B, slot p % B: what a batch holds depends only on the order the reader
+// emits samples in, never on which worker is faster (docs/deploy.md's
+// determinism contract). The reader opens each batch, in order, before it
+// emits the batch's first sample; workers write into their sample's slot and
+// commit it, or leave it empty when nothing could fill it; batches are handed
+// to the publisher in the order they were opened, once every slot is done.
 //
 // Memory is bounded: the pipeline holds at most max_batches batch buffers,
 // being filled or waiting to be sent; an AssembledBatch's hold ends when it
@@ -15,7 +19,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -30,11 +33,20 @@ namespace tensorcom::pipeline {
 
 class BufferPool;
 
+// Where a batch sits in a server's stream.
+struct BatchPlace {
+  std::uint64_t epoch = 0;
+  std::uint64_t index = 0;  // within the epoch, from 0
+
+  bool operator==(const BatchPlace&) const = default;
+};
+
 struct SampleSlot {
-  std::uint64_t batch = 0;         // which batch
-  std::size_t index = 0;           // which image of it
-  std::uint8_t* direct = nullptr;  // where to write uint8 HWC pixels, if the format allows
-  std::byte* image = nullptr;      // the slot's image memory in the output format
+  BatchPlace batch;                     // which batch
+  std::size_t index = 0;                // which image of it
+  std::uint8_t* direct = nullptr;       // where to write uint8 HWC pixels, if the format allows
+  std::byte* image = nullptr;           // the slot's image memory in the output format
+  const BatchFormat* format = nullptr;  // the batch's format (its size); valid until the slot is done
 };
 
 // One batch buffer: its memory (shared with the tensors that view it) and the
@@ -50,67 +62,64 @@ struct AssembledBatch {
   std::vector<std::string> keys;
   std::vector<std::string> shards;
   std::vector<SampleGeometry> geometry;
-  std::uint64_t epoch = 0;              // the earliest epoch among its samples
+  BatchPlace place;
+  bool last = false;                    // the epoch's last batch
+  std::size_t empty_slots = 0;          // samples it is short of: nothing could fill them
   int size = 0;                         // its images' height and width
   std::shared_ptr<void> pipeline_hold;  // drop it once the batch is handed to the transport
 };
 
 class BatchAssembler {
  public:
-  // largest_size: the largest format.size set_size() may be given (buffers
-  // are made for it); 0: format.size.
+  // largest_size: the largest size open() may be given (buffers are made for
+  // it); 0: format.size.
   BatchAssembler(BatchFormat format, std::size_t max_batches, int largest_size = 0);
   ~BatchAssembler();
 
-  // A free slot; blocks while every batch buffer is in use. Nothing after cancel().
-  [[nodiscard]] std::optional<SampleSlot> acquire();
-  // The image is in the slot (written to slot.direct, or converted from hwc
-  // when slot.direct is null). Records label, key, shard and the epoch the
-  // sample was read in.
-  void commit(const SampleSlot& slot, const std::uint8_t* hwc, std::int32_t label, std::string key, std::string shard,
-              const SampleGeometry& geometry = {}, std::uint64_t epoch = 0);
-  // Gives the slot back to be filled by another sample.
-  void abandon(const SampleSlot& slot);
+  // Opens the batch at `place` for `expected` samples (1 .. batch size) of
+  // size x size pixels; blocks while every batch buffer is in use. Batches
+  // are opened in stream order. False after cancel().
+  bool open(BatchPlace place, std::size_t expected, int size);
+  // The open batch at `place` holds `count` samples and ends its epoch.
+  // Called before its last sample is handed to a worker.
+  void end_epoch_at(BatchPlace place, std::size_t count);
 
-  // The next full batch; blocks. After finish(), also what the partly
-  // filled batches held, packed in order so that only the last batch is
-  // short; then nothing. Nothing after cancel().
+  // Slot `index` of the open batch at `place`. Its memory is the caller's
+  // until commit() or leave_empty().
+  [[nodiscard]] SampleSlot slot(BatchPlace place, std::size_t index);
+  // The image is in the slot (written to slot.direct, or converted from hwc
+  // when slot.direct is null).
+  void commit(const SampleSlot& slot, const std::uint8_t* hwc, std::int32_t label, std::string key, std::string shard,
+              const SampleGeometry& geometry = {});
+  // No sample could fill the slot: its batch is sent without it.
+  void leave_empty(const SampleSlot& slot);
+
+  // The oldest opened batch once all its slots are done; blocks. After
+  // finish(), nothing once every opened batch is handed out; nothing after
+  // cancel().
   [[nodiscard]] std::optional<AssembledBatch> next_ready();
-  // What is partly filled becomes ready now, packed as finish() packs it, so
-  // that no batch holds samples from both sides of this call (an epoch's
-  // end). REQUIRES: no slot is held.
-  void flush();
-  // No more samples will be committed: what is partly filled becomes ready.
-  // REQUIRES: no slot is held.
+  // No more batches will be opened.
   void finish();
-  // Batches from now on have images of size x size. REQUIRES: nothing is
-  // being filled (flush() first, no slot held); size <= largest_size.
-  void set_size(int size);
-  // Wakes everyone; acquire() and next_ready() return nothing from now on.
+  // Wakes everyone; open() and next_ready() return nothing from now on.
   void cancel();
 
   [[nodiscard]] const BatchFormat& format() const noexcept { return format_; }
-  // Full batches waiting for next_ready() (for metrics).
+  // Complete batches waiting for next_ready() (for metrics).
   [[nodiscard]] std::size_t ready_batches();
 
  private:
   struct Filling;
-  Filling* find(std::uint64_t id);
-  std::optional<SampleSlot> take_slot_locked();
-  SampleSlot slot_of(Filling& batch, std::size_t index) const;
-  AssembledBatch make_ready(Filling& batch, std::size_t count);
-  void move_sample(Filling& src, std::size_t from, Filling& dst, std::size_t to);
-  std::size_t pack_partial_batches();
+  Filling& find(BatchPlace place);
+  [[nodiscard]] std::size_t labels_offset(const Filling& batch) const;
+  AssembledBatch make_ready(Filling& batch);
+  void notify_if_complete(const Filling& batch);
 
   BatchFormat format_;
   int largest_size_;
-  std::size_t labels_offset_;  // labels follow the images in one buffer
   std::shared_ptr<BufferPool> pool_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::list<Filling> filling_;  // oldest first; the last may still hand out new slots
-  std::deque<AssembledBatch> ready_;
-  std::uint64_t next_id_ = 0;
+  std::deque<Filling> filling_;  // oldest first
   bool finished_ = false;
   bool cancelled_ = false;
 };

@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
+#include <memory>
 #include <iostream>
 #include <mutex>
 #include <thread>
+#include <variant>
 
 #include "batch_assembler.h"
 #include "bounded_queue.h"
@@ -41,37 +44,6 @@ std::uint64_t peak_memory_mib() {
 using Clock = std::chrono::steady_clock;
 constexpr auto kRelaxed = std::memory_order_relaxed;
 
-// Samples handed to the workers and not yet done with (committed, abandoned
-// or skipped). At zero no worker holds a batch slot and none waits in the
-// queue: the point where an epoch's batches can be closed. Thread-safe.
-class InFlight {
- public:
-  void add() {
-    std::lock_guard lock(mutex_);
-    ++count_;
-  }
-  void done() {
-    std::lock_guard lock(mutex_);
-    if (--count_ == 0) zero_.notify_all();
-  }
-  // Blocks until the count is zero; false if `stopped` says so first
-  // (looked at every 50 ms: a stopped pipeline may never reach zero).
-  template <class Stopped>
-  bool wait_zero(Stopped stopped) {
-    std::unique_lock lock(mutex_);
-    while (count_ != 0) {
-      if (stopped()) return false;
-      zero_.wait_for(lock, std::chrono::milliseconds(50));
-    }
-    return true;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable zero_;
-  std::uint64_t count_ = 0;
-};
-
 // The images' size in `epoch`.
 int epoch_size(const ImageServerOptions& o, std::uint64_t epoch) {
   return o.size_schedule ? o.size_schedule->size_at(epoch) : o.format.size;
@@ -85,19 +57,67 @@ BatchFormat format_of(const ImageServerOptions& o, int size) {
   return format;
 }
 
+using SharedSample = std::shared_ptr<const RawSample>;
+
+// A sample handed to a worker, with the samples that may replace it if it
+// cannot be served, nearest first: those read after it, then (at an epoch's
+// end) those before it. Which they are depends only on the epoch's order and
+// the samples' sizes, never on timing: replacements are deterministic.
+struct Dispatched {
+  SharedSample sample;
+  std::vector<SharedSample> candidates;
+};
+
+// Up to kWindow consecutive samples of an epoch and at most `max_bytes` of
+// them (but always the newest).
+class SampleWindow {
+ public:
+  static constexpr std::size_t kWindow = 16;
+
+  explicit SampleWindow(std::uint64_t max_bytes) : max_bytes_(max_bytes) {}
+  void push(SharedSample sample) {
+    bytes_ += buffered_bytes(*sample);
+    samples_.push_back(std::move(sample));
+  }
+  // Whether it holds more than it may (the caller then pops the oldest).
+  [[nodiscard]] bool over() const { return samples_.size() > kWindow || (samples_.size() > 1 && bytes_ > max_bytes_); }
+  SharedSample pop() {
+    SharedSample oldest = std::move(samples_.front());
+    samples_.pop_front();
+    bytes_ -= buffered_bytes(*oldest);
+    return oldest;
+  }
+  void clear() {
+    samples_.clear();
+    bytes_ = 0;
+  }
+  [[nodiscard]] bool empty() const noexcept { return samples_.empty(); }
+  [[nodiscard]] const std::deque<SharedSample>& samples() const noexcept { return samples_; }
+
+ private:
+  std::uint64_t max_bytes_;
+  std::uint64_t bytes_ = 0;
+  std::deque<SharedSample> samples_;
+};
+
 class ImageServer {
  public:
   ImageServer(const ImageServerOptions& options, SampleSource& source)
       : options_(options),
         source_(source),
         memory_limit_(options.memory_limit ? options.memory_limit : default_memory_limit()),
-        queue_(4 * static_cast<std::size_t>(std::max(options.workers, 1)) + options.format.batch_size,
-               memory_limit_ / 4, buffered_bytes),
+        queue_(queue_capacity(options), memory_limit_ / 4,
+               [](const Dispatched& d) { return buffered_bytes(*d.sample); }),
         assembler_(format_of(options, epoch_size(options, 0)), batch_buffers(options), largest_size(options)),
         skips_(options.program),
         server_id_(options.server_id.empty() ? default_server_id() : options.server_id),
+        identity_(stream_identity(options, source)),
         connection_(options.addresses, connection_options(options)),
+        held_back_(memory_limit_ / 8),
+        handed_over_(memory_limit_ / 8),
         worker_clocks_(std::make_unique<WorkerClocks[]>(worker_count())) {}
+  ImageServer(const ImageServer&) = delete;
+  ImageServer& operator=(const ImageServer&) = delete;
 
   int run();
 
@@ -116,48 +136,84 @@ class ImageServer {
     return std::max<std::size_t>(in_flight + 2, 4);
   }
 
+  static std::size_t queue_capacity(const ImageServerOptions& o) {
+    return 4 * static_cast<std::size_t>(std::max(o.workers, 1)) + o.format.batch_size;
+  }
+
   [[nodiscard]] std::size_t worker_count() const { return static_cast<std::size_t>(std::max(options_.workers, 1)); }
+  [[nodiscard]] std::uint64_t batch_size() const { return options_.format.batch_size; }
 
   bool stop_requested() const {
     return stop_.load(std::memory_order_relaxed) || (options_.should_stop && options_.should_stop());
   }
 
+  // Why a sample cannot be served.
+  struct Refusal {
+    imaging::Problem problem;
+    std::string detail;
+  };
+  struct WorkerState {
+    imaging::ImageAugmenter augmenter;
+    std::vector<std::uint8_t> scratch;
+    WorkerClocks& clocks;
+  };
+
   void read_all();
-  bool start_epoch(std::uint64_t epoch);
+  bool read_epoch(std::uint64_t epoch);
+  void say_size(std::uint64_t epoch);
   bool read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer, EpochQuota& quota);
   void say_quota(std::uint64_t epoch, const EpochQuota& quota, std::size_t passes) const;
+  void say_resumed(std::uint64_t epoch) const;
   bool await_subscribers();
-  bool emit(RawSample sample);
+  bool place(RawSample sample);
+  bool dispatch(bool last);
   void clock_reading();  // adds the reader's time since read_mark_ to the read stage
   void work(std::size_t worker);
   // Makes the augmenter's output size x size (a new epoch's size).
   void resize(imaging::ImageAugmenter& augmenter, int size);
   void count_jpegs(const imaging::ImageAugmenter& augmenter);
-  // The sample's label, or nothing when it is skipped (counted).
-  [[nodiscard]] std::optional<std::int32_t> admit(const RawSample& sample);
-  // Decodes and augments the sample into the next batch slot, or skips it.
-  void augment_into_batch(imaging::ImageAugmenter& augmenter, RawSample& sample, std::int32_t label,
-                          std::vector<std::uint8_t>& scratch, WorkerClocks& clocks);
+  // The sample's label, or why it cannot be served.
+  [[nodiscard]] std::variant<std::int32_t, Refusal> label_of_sample(const RawSample& sample) const;
+  // Fills the sample's batch slot from it or, when it cannot be served, from
+  // its nearest neighbour in the epoch's order that can.
+  void serve(const Dispatched& dispatched, WorkerState& worker);
+  // Decodes and augments `sample` into `slot` with the slot's random draws;
+  // why not, if it cannot.
+  std::optional<Refusal> fill(const SampleSlot& slot, const RawSample& sample, WorkerState& worker);
   void publish();
+  [[nodiscard]] BatchMetadata metadata_of(AssembledBatch& batch) const;
   void repeat(const TensorList& batch);
   bool send(const TensorList& batch);
   bool send_counted(const TensorList& batch);
   void report() const;
   void summary(double seconds) const;
+  [[nodiscard]] std::string replaced_summary() const;
   void write_metrics(metrics::MetricsText& out);
   [[nodiscard]] std::unique_ptr<metrics::MetricsServer> start_metrics();
 
   const ImageServerOptions& options_;
   SampleSource& source_;
   std::uint64_t memory_limit_;
-  BoundedQueue<RawSample> queue_;
+  BoundedQueue<Dispatched> queue_;
   BatchAssembler assembler_;
   SkipCounter skips_;
   std::string server_id_;
+  StreamIdentity identity_;
   Connection connection_;
-  std::uint64_t sequence_ = 0;       // samples emitted; reader thread only
-  std::uint64_t reading_epoch_ = 0;  // the epoch being read; reader thread only
-  InFlight in_flight_;
+  // Reader thread only: the epoch being read, its samples placed so far, the
+  // samples read and not yet handed to the workers (so that a failed
+  // sample's replacements are read before it is decoded) and the last ones
+  // handed over (replacements for those at the epoch's end); each within
+  // kWindow samples and window_bytes_.
+  std::uint64_t reading_epoch_ = 0;
+  std::uint64_t placed_ = 0;
+  SampleWindow held_back_;
+  SampleWindow handed_over_;
+  int last_size_ = 0;
+  std::atomic<std::uint64_t> replayed_{0};  // samples not served: their batch was consumed before a resume
+  mutable std::mutex replaced_mutex_;
+  SkipCounter::Counts replaced_{};          // samples replaced by a neighbour, by why
+  std::atomic<std::uint64_t> unfilled_{0};  // slots nothing could fill
   std::atomic<std::uint64_t> shard_errors_{0};
   std::atomic<std::uint64_t> jpegs_sliced_{0};  // added by each worker as it ends
   std::atomic<std::uint64_t> jpegs_total_{0};
@@ -170,53 +226,60 @@ class ImageServer {
 };
 
 void ImageServer::read_all() {
-  for (std::uint64_t epoch = 0; options_.epochs == 0 || epoch < options_.epochs; ++epoch) {
-    if (!start_epoch(epoch)) return;
-    const std::uint64_t epoch_start = sequence_;
-    ShuffleBuffer<RawSample> buffer(options_.shuffle_buffer, seeded_rng({options_.order.seed, epoch, 3}),
-                                    memory_limit_ / 4 * 3, buffered_bytes);
-    EpochQuota quota(options_.epoch_batches * options_.format.batch_size);
-    const std::vector<std::size_t> units = epoch_units(source_.units(), epoch, options_.order);
-    std::size_t passes = 0;
-    for (bool again = true; again; ++passes) {
-      const std::uint64_t taken_before = quota.taken();
-      for (std::size_t unit : units) {
-        if (!read_unit(unit, buffer, quota)) return;
-        if (quota.full()) break;
-      }
-      again = quota.another_pass(taken_before);
-    }
-    // An epoch ends with all of its samples out: none is carried over.
-    while (auto sample = buffer.drain()) {
-      if (!emit(std::move(*sample))) return;
-    }
-    if (sequence_ == epoch_start) {
-      // Serving forever from nothing would only spin.
-      std::cerr << options_.program << ": epoch " << epoch << " found no samples; stopping\n";
-      failed_ = true;
-      return;
-    }
-    if (options_.epoch_batches) say_quota(epoch, quota, passes);
+  for (std::uint64_t epoch = options_.resume.first_epoch; options_.epochs == 0 || epoch < options_.epochs; ++epoch) {
+    if (!read_epoch(epoch)) return;
   }
 }
 
-// With a size schedule, an epoch's batches end with it: every sample of the
-// epoch before is done and its partly filled batches are sent (the last one
-// short) before this epoch's first sample, and then this epoch's size
-// applies. The workers idle meanwhile, for about one image's work, once an
-// epoch. False when serving is stopped.
-bool ImageServer::start_epoch(std::uint64_t epoch) {
+bool ImageServer::read_epoch(std::uint64_t epoch) {
   reading_epoch_ = epoch;
-  if (!options_.size_schedule) return true;
-  const int size = epoch_size(options_, epoch);
-  if (epoch > 0) {
-    if (!in_flight_.wait_zero([this] { return stop_requested(); })) return false;
-    assembler_.flush();
-    if (size == assembler_.format().size) return true;
-    assembler_.set_size(size);
+  placed_ = 0;
+  say_size(epoch);
+  ShuffleBuffer<RawSample> buffer(options_.shuffle_buffer, seeded_rng({options_.order.seed, epoch, 3}),
+                                  memory_limit_ / 4 * 3, buffered_bytes);
+  EpochQuota quota(options_.epoch_batches * options_.format.batch_size);
+  const std::vector<std::size_t> units = epoch_units(source_.units(), epoch, options_.order);
+  std::size_t passes = 0;
+  for (bool again = true; again; ++passes) {
+    const std::uint64_t taken_before = quota.taken();
+    for (std::size_t unit : units) {
+      if (!read_unit(unit, buffer, quota)) return false;
+      if (quota.full()) break;
+    }
+    again = quota.another_pass(taken_before);
   }
-  std::cout << options_.program << ": epoch " << epoch << ": size " << size << " (--size-schedule)" << std::endl;
+  // An epoch ends with all of its samples out: none is carried over.
+  while (auto sample = buffer.drain()) {
+    if (!place(std::move(*sample))) return false;
+  }
+  if (placed_ == 0) {
+    // Serving forever from nothing would only spin.
+    std::cerr << options_.program << ": epoch " << epoch << " found no samples; stopping\n";
+    failed_ = true;
+    return false;
+  }
+  while (!held_back_.empty()) {
+    if (!dispatch(held_back_.samples().size() == 1)) return false;
+  }
+  handed_over_.clear();
+  if (options_.epoch_batches) say_quota(epoch, quota, passes);
+  say_resumed(epoch);
   return true;
+}
+
+void ImageServer::say_size(std::uint64_t epoch) {
+  const int size = epoch_size(options_, epoch);
+  if (options_.size_schedule && size != last_size_) {
+    std::cout << options_.program << ": epoch " << epoch << ": size " << size << " (--size-schedule)" << std::endl;
+  }
+  last_size_ = size;
+}
+
+void ImageServer::say_resumed(std::uint64_t epoch) const {
+  const std::uint64_t skipped = options_.resume.consumed_batches(epoch);
+  if (skipped == 0) return;
+  std::cout << options_.program << ": epoch " << epoch << ": resumed: " << skipped
+            << " batches consumed before the resume were read but not served" << std::endl;
 }
 
 void ImageServer::say_quota(std::uint64_t epoch, const EpochQuota& quota, std::size_t passes) const {
@@ -236,11 +299,11 @@ bool ImageServer::read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer, 
   auto pass_on = [&](RawSample sample) {
     if (!quota.take()) return false;
     auto out = buffer.add(std::move(sample));
-    stopped = stop_requested() || (out && !emit(std::move(*out)));
+    stopped = stop_requested() || (out && !place(std::move(*out)));
     while (!stopped) {
       auto excess = buffer.take_excess();
       if (!excess) break;
-      stopped = !emit(std::move(*excess));
+      stopped = !place(std::move(*excess));
     }
     return !stopped;
   };
@@ -268,83 +331,116 @@ void ImageServer::clock_reading() {
   read_mark_ = now;
 }
 
-bool ImageServer::emit(RawSample sample) {
-  sample.sequence = sequence_++;
+// Gives the sample its place in the epoch's order and holds it back until
+// the samples after it are read (its replacements, should it fail).
+bool ImageServer::place(RawSample sample) {
   sample.epoch = reading_epoch_;
-  // Waiting for the workers is not reading: the clock pauses while pushing.
+  sample.position = placed_++;
+  // Waiting for the workers is not reading: the clock pauses meanwhile.
   clock_reading();
-  in_flight_.add();
-  const bool taken = queue_.push(std::move(sample));
-  if (!taken) in_flight_.done();
+  held_back_.push(std::make_shared<const RawSample>(std::move(sample)));
+  bool ok = true;
+  while (ok && held_back_.over()) ok = dispatch(false);
   read_mark_ = Clock::now();
-  return taken;
+  return ok;
 }
 
-std::optional<std::int32_t> ImageServer::admit(const RawSample& sample) {
-  using imaging::Problem;
-  if (sample.unreadable) {
-    skips_.skip(Problem::kUnreadableFile, sample.key, sample.shard, *sample.unreadable);
-    return std::nullopt;
+// Hands the oldest held-back sample to the workers, opening its batch first
+// (unless a resume token says its batch was consumed: then it is not decoded).
+bool ImageServer::dispatch(bool last) {
+  Dispatched d{held_back_.pop(), {}};
+  const BatchPlace place{d.sample->epoch, d.sample->position / batch_size()};
+  const std::size_t index = d.sample->position % batch_size();
+  const bool consumed = options_.resume.consumed_batch(place.epoch, place.index);
+  if (!consumed) {
+    const auto& after = held_back_.samples();
+    const auto& before = handed_over_.samples();
+    d.candidates.assign(after.begin(), after.end());
+    d.candidates.insert(d.candidates.end(), before.rbegin(), before.rend());
   }
+  handed_over_.push(d.sample);
+  while (handed_over_.over()) handed_over_.pop();
+  if (consumed) {
+    ++replayed_;
+    return !stop_requested();
+  }
+  if (index == 0 && !assembler_.open(place, batch_size(), epoch_size(options_, place.epoch))) return false;
+  if (last) assembler_.end_epoch_at(place, index + 1);
+  return queue_.push(std::move(d));
+}
+
+std::variant<std::int32_t, ImageServer::Refusal> ImageServer::label_of_sample(const RawSample& sample) const {
+  using imaging::Problem;
+  if (sample.unreadable) return Refusal{Problem::kUnreadableFile, *sample.unreadable};
   if (sample.oversized_image) {
-    skips_.skip(Problem::kTooLarge, sample.key, sample.shard,
-                "image of " + std::to_string(sample.oversized_image) + " bytes; the limit is " +
-                    std::to_string(options_.max_image_bytes));
-    return std::nullopt;
+    return Refusal{Problem::kTooLarge, "image of " + std::to_string(sample.oversized_image) + " bytes; the limit is " +
+                                           std::to_string(options_.max_image_bytes)};
   }
   const Label label = label_of(sample, options_.classes);
-  if (label.problem) {
-    skips_.skip(*label.problem, sample.key, sample.shard, label.detail);
-    return std::nullopt;
-  }
-  if (!sample.image || sample.image->empty()) {
-    skips_.skip(sample.image ? Problem::kEmpty : Problem::kNoImage, sample.key, sample.shard, "");
-    return std::nullopt;
-  }
+  if (label.problem) return Refusal{*label.problem, label.detail};
+  if (!sample.image || sample.image->empty()) return Refusal{sample.image ? Problem::kEmpty : Problem::kNoImage, ""};
   return label.value;
 }
 
-void ImageServer::augment_into_batch(imaging::ImageAugmenter& augmenter, RawSample& sample, std::int32_t label,
-                                     std::vector<std::uint8_t>& scratch, WorkerClocks& clocks) {
-  auto slot = assembler_.acquire();
-  if (!slot) return;  // cancelled
-  auto rng = sample_rng(options_.order.seed, sample.sequence);
+std::optional<ImageServer::Refusal> ImageServer::fill(const SampleSlot& slot, const RawSample& sample,
+                                                      WorkerState& worker) {
+  const auto label = label_of_sample(sample);
+  if (const Refusal* refusal = std::get_if<Refusal>(&label)) return *refusal;
+  // The slot's place, not the sample's, draws the crop and flip: a
+  // replacement is cut as the sample it replaces would have been.
+  const std::uint64_t position = slot.batch.index * batch_size() + slot.index;
+  auto rng = sample_rng(options_.order.seed, (slot.batch.epoch << 40) | position);
+  imaging::ImageAugmenter& augmenter = worker.augmenter;
   const Clock::time_point start = Clock::now();
   const Clock::duration decoded_before = augmenter.decode_time();
   // Timed whether the sample is kept or not: a bad image costs time too.
   auto time_sample = [&] {
     const Clock::duration decoding = augmenter.decode_time() - decoded_before;
-    clocks.decode.add(decoding);
-    clocks.augment.add(Clock::now() - start - decoding);
+    worker.clocks.decode.add(decoding);
+    worker.clocks.augment.add(Clock::now() - start - decoding);
   };
   try {
-    augmenter.augment(*sample.image, rng, slot->direct ? slot->direct : scratch.data());
-    assembler_.commit(*slot, scratch.data(), label, std::move(sample.key), std::move(sample.shard),
-                      augmenter.last_geometry(), sample.epoch);
-    time_sample();
+    augmenter.augment(*sample.image, rng, slot.direct ? slot.direct : worker.scratch.data());
   } catch (const imaging::ImageError& e) {
     time_sample();
-    assembler_.abandon(*slot);
-    skips_.skip(e.problem(), sample.key, sample.shard, e.what());
+    return Refusal{e.problem(), e.what()};
   } catch (const std::exception& e) {
     time_sample();
-    assembler_.abandon(*slot);
-    skips_.skip(imaging::Problem::kUndecodable, sample.key, sample.shard, e.what());
+    return Refusal{imaging::Problem::kUndecodable, e.what()};
   }
+  assembler_.commit(slot, worker.scratch.data(), std::get<std::int32_t>(label), sample.key, sample.shard,
+                    augmenter.last_geometry());
+  time_sample();
+  return std::nullopt;
+}
+
+void ImageServer::serve(const Dispatched& dispatched, WorkerState& worker) {
+  const RawSample& sample = *dispatched.sample;
+  const SampleSlot slot =
+      assembler_.slot({sample.epoch, sample.position / batch_size()}, sample.position % batch_size());
+  resize(worker.augmenter, slot.format->size);
+  const std::optional<Refusal> refusal = fill(slot, sample, worker);
+  if (!refusal) return;
+  skips_.skip(refusal->problem, sample.key, sample.shard, refusal->detail);
+  for (const SharedSample& candidate : dispatched.candidates) {
+    if (fill(slot, *candidate, worker)) continue;
+    std::lock_guard lock(replaced_mutex_);
+    ++replaced_[static_cast<std::size_t>(refusal->problem)];
+    return;
+  }
+  ++unfilled_;
+  std::cerr << options_.program << ": epoch " << sample.epoch << ": none of the " << dispatched.candidates.size()
+            << " samples nearest " << formats::printable(sample.key)
+            << " could replace it; its batch is sent one short\n";
+  assembler_.leave_empty(slot);
 }
 
 void ImageServer::work(std::size_t worker) {
-  imaging::ImageAugmenter augmenter(options_.augment, epoch_size(options_, 0));
   const BatchFormat largest = format_of(options_, largest_size(options_));
-  std::vector<std::uint8_t> scratch(largest.direct() ? 0 : largest.image_bytes());
-  while (auto sample = queue_.pop()) {
-    resize(augmenter, epoch_size(options_, sample->epoch));
-    if (const auto label = admit(*sample)) {
-      augment_into_batch(augmenter, *sample, *label, scratch, worker_clocks_[worker]);
-    }
-    in_flight_.done();
-  }
-  count_jpegs(augmenter);
+  WorkerState state{imaging::ImageAugmenter(options_.augment, epoch_size(options_, 0)),
+                    std::vector<std::uint8_t>(largest.direct() ? 0 : largest.image_bytes()), worker_clocks_[worker]};
+  while (auto dispatched = queue_.pop()) serve(*dispatched, state);
+  count_jpegs(state.augmenter);
 }
 
 void ImageServer::resize(imaging::ImageAugmenter& augmenter, int size) {
@@ -399,14 +495,29 @@ bool ImageServer::send_counted(const TensorList& batch) {
 void ImageServer::publish() {
   while (auto batch = assembler_.next_ready()) {
     TensorList list{batch->images, batch->labels};
-    if (options_.format.metadata) {
-      list.push_back(
-          metadata_tensor({std::move(batch->keys), std::move(batch->shards), server_id_, sent_.batches(),
-                           std::move(batch->geometry), batch->epoch, static_cast<std::uint32_t>(batch->size)}));
-    }
+    if (options_.format.metadata) list.push_back(metadata_tensor(metadata_of(*batch)));
     if (!send_counted(list)) return;
     if (options_.repeat_first_batch) return repeat(list);
   }
+}
+
+BatchMetadata ImageServer::metadata_of(AssembledBatch& batch) const {
+  BatchMetadata m;
+  m.keys = std::move(batch.keys);
+  m.shards = std::move(batch.shards);
+  m.server = server_id_;
+  m.sequence = sent_.batches();
+  m.geometry = std::move(batch.geometry);
+  m.epoch = batch.place.epoch;
+  m.size = static_cast<std::uint32_t>(batch.size);
+  BatchMetadata::StreamPlace& place = m.place.emplace();
+  place.stream = identity_.stream;
+  place.fingerprint = identity_.fingerprint;
+  place.seed = options_.order.seed;
+  place.batch = batch.place.index;
+  if (options_.epoch_batches) place.batches = options_.epoch_batches;
+  place.last = batch.last;
+  return m;
 }
 
 // The reader and workers are stopped first, so that decoding takes no CPU
@@ -423,11 +534,30 @@ void ImageServer::report() const {
             << connection_.stats().summary() << "; skipped " << skips_.total() << std::endl;
 }
 
+std::string ImageServer::replaced_summary() const {
+  std::string out;
+  std::uint64_t total = 0;
+  {
+    std::lock_guard lock(replaced_mutex_);
+    for (const imaging::Problem problem : imaging::kAllProblems) {
+      const std::uint64_t n = replaced_[static_cast<std::size_t>(problem)];
+      if (n == 0) continue;
+      total += n;
+      out += (out.empty() ? "" : ", ") + std::string(imaging::problem_name(problem)) + " " + std::to_string(n);
+    }
+  }
+  out = std::to_string(total) + (out.empty() ? "" : " (" + out + ")");
+  if (unfilled_) out += ", not replaceable " + std::to_string(unfilled_.load());
+  if (replayed_) out += "; read but not served (consumed before the resume): " + std::to_string(replayed_.load());
+  return out;
+}
+
 void ImageServer::summary(double seconds) const {
   const std::uint64_t samples = sent_.samples();
   std::cout << options_.program << ": done: served " << samples << " samples in " << sent_.batches() << " batches in "
             << seconds << " s (" << (seconds > 0 ? static_cast<double>(samples) / seconds : 0.0)
             << " images/s); skipped: " << skips_.summary() << "; shard errors: " << shard_errors_
+            << "; replaced by a neighbour: " << replaced_summary()
             << "; JPEGs cut at restart markers: " << jpegs_sliced_ << " of " << jpegs_total_
             << "; peak memory: " << peak_memory_mib() << " MiB" << std::endl;
   // Most of a crop's decoding time is entropy decoding of rows it does not
@@ -526,7 +656,33 @@ void ImageServer::write_metrics(metrics::MetricsText& out) {
             static_cast<double>(worker_count()));
 }
 
+void say_resume(const ImageServerOptions& o) {
+  std::cout << o.program << ": resuming from " << o.resume_path << " at epoch " << o.resume.first_epoch;
+  if (!o.resume.stream_found)
+    std::cout << " (the token names no stream " << stream_name(o) << ": nothing of it consumed)";
+  std::cout << std::endl;
+}
+
 }  // namespace
+
+std::string stream_name(const ImageServerOptions& o) {
+  if (!o.stream.empty()) return o.stream;
+  return std::to_string(o.order.rank) + "/" + std::to_string(std::max<std::size_t>(o.order.world, 1));
+}
+
+StreamIdentity stream_identity(const ImageServerOptions& o, const SampleSource& source) {
+  StreamRecipe recipe;
+  recipe.seed = o.order.seed;
+  recipe.rank = o.order.rank;
+  recipe.world = std::max<std::size_t>(o.order.world, 1);
+  recipe.batch_size = o.format.batch_size;
+  recipe.epoch_batches = o.epoch_batches;
+  recipe.shuffle_buffer = o.shuffle_buffer;
+  recipe.shuffle_units = o.order.shuffle_units;
+  recipe.with_replacement = o.order.with_replacement;
+  for (std::size_t i = 0; i < source.units(); ++i) recipe.units.push_back(source.unit_label(i));
+  return {stream_name(o), stream_fingerprint(recipe), o.order.seed, o.epoch_batches};
+}
 
 std::uint64_t default_memory_limit() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
@@ -543,7 +699,12 @@ int run_image_server(const ImageServerOptions& options, SampleSource& source) {
                         options.addresses.front());
   }
   imaging::configure_opencv_for_workers();
-  ImageServer server(options, source);
+  ImageServerOptions resolved = options;
+  if (!options.resume_path.empty()) {
+    resolved.resume = read_resume_token(options.resume_path, stream_identity(options, source));
+    say_resume(resolved);
+  }
+  ImageServer server(resolved, source);
   return server.run();
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "batch_format.h"
+#include "resume_token.h"
 #include "sample_order.h"
 #include "sample_source.h"
 #include "size_schedule.h"
@@ -53,6 +54,13 @@ struct ImageServerOptions {
   // the machine's memory, at most 4 GiB (default_memory_limit()).
   std::uint64_t memory_limit = 0;
   std::string server_id;  // in metadata; hostname:pid when empty
+  // The stream's name in metadata and resume tokens, stable across restarts;
+  // empty: "RANK/WORLD" of `order`.
+  std::string stream;
+  // A resume token (JSON) to resume from: its epochs and batches consumed
+  // are not served again. Empty: start at epoch 0.
+  std::string resume_path;
+  StreamResume resume;  // set from resume_path by run_image_server
   ConnectionOptions connection;
   // HOST:PORT to serve Prometheus metrics on (port 0: any free port; the
   // bound URL is printed). Empty: no metrics endpoint.
@@ -64,6 +72,12 @@ struct ImageServerOptions {
   // a summary. Empty: serve until the epochs are done.
   std::function<bool()> should_stop;
 };
+
+// The stream's name: options.stream, or "RANK/WORLD".
+[[nodiscard]] std::string stream_name(const ImageServerOptions& options);
+// The stream's name, fingerprint, seed and --epoch-batches, as batches carry
+// them and resume tokens must match them.
+[[nodiscard]] StreamIdentity stream_identity(const ImageServerOptions& options, const SampleSource& source);
 
 // An eighth of the machine's physical memory, between 64 MiB and 4 GiB.
 [[nodiscard]] std::uint64_t default_memory_limit();

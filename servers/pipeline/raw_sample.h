@@ -19,8 +19,8 @@ struct RawSample {
   std::optional<std::int32_t> known_label;  // a label known without text (ImageFolder)
   std::uint64_t oversized_image = 0;        // bytes of an image member (or file) passed over for its size; 0: none
   std::optional<std::string> unreadable;    // why the image file could not be read, if it could not
-  std::uint64_t sequence = 0;               // position in the served stream; seeds its augmentation
   std::uint64_t epoch = 0;                  // the epoch it was read in (from 0): sets its output size
+  std::uint64_t position = 0;               // its place in the epoch's order: sets its batch and augmentation
 };
 
 // What a buffered sample costs in memory, near enough to budget by.

@@ -25,14 +25,15 @@ void fill(const SampleSlot& slot, std::uint8_t value, std::size_t bytes) { std::
 TEST_CASE("batch assembler") {
   BatchAssembler assembler(small_format(3), 4);
   const std::size_t image_bytes = 2 * 2 * 3;
+  const BatchPlace first{0, 0};
 
-  SUBCASE("a batch is ready when every slot is committed") {
-    for (std::uint8_t i = 0; i < 3; ++i) {
-      auto slot = assembler.acquire();
-      REQUIRE(slot.has_value());
-      REQUIRE(slot->direct != nullptr);
-      fill(*slot, i + 1, image_bytes);
-      assembler.commit(*slot, nullptr, 10 + i, "k" + std::to_string(i), "s");
+  SUBCASE("a batch is ready when every slot is committed, in slot order whatever the commit order") {
+    REQUIRE(assembler.open(first, 3, 2));
+    for (std::size_t i : {2, 0, 1}) {
+      auto slot = assembler.slot(first, i);
+      REQUIRE(slot.direct != nullptr);
+      fill(slot, static_cast<std::uint8_t>(i + 1), image_bytes);
+      assembler.commit(slot, nullptr, static_cast<std::int32_t>(10 + i), "k" + std::to_string(i), "s");
     }
     auto batch = assembler.next_ready();
     REQUIRE(batch.has_value());
@@ -40,139 +41,107 @@ TEST_CASE("batch assembler") {
     CHECK(batch->labels.values<std::int32_t>()[2] == 12);
     CHECK(batch->images.values<std::uint8_t>()[image_bytes * 2] == 3);
     CHECK(batch->keys == std::vector<std::string>{"k0", "k1", "k2"});
+    CHECK(batch->place == first);
+    CHECK_FALSE(batch->last);
     CHECK(reinterpret_cast<std::uintptr_t>(batch->images.data()) % 64 == 0);
   }
-  SUBCASE("an abandoned slot is filled by the next sample") {
-    auto a = *assembler.acquire();
-    auto b = *assembler.acquire();
-    assembler.abandon(a);
-    auto c = *assembler.acquire();
-    CHECK(c.index == a.index);
-    CHECK(c.batch == a.batch);
-    auto d = *assembler.acquire();
-    for (const auto& s : {b, c, d}) {
-      fill(s, 7, image_bytes);
-      assembler.commit(s, nullptr, 1, "k", "s");
-    }
-    CHECK(assembler.next_ready()->labels.dim(0) == 3);
+  SUBCASE("batches are handed out in the order they were opened") {
+    const BatchPlace second{0, 1};
+    REQUIRE(assembler.open(first, 3, 2));
+    REQUIRE(assembler.open(second, 3, 2));
+    for (std::size_t i = 0; i < 3; ++i) assembler.commit(assembler.slot(second, i), nullptr, 2, "b", "s");
+    CHECK(assembler.ready_batches() == 1);
+    for (std::size_t i = 0; i < 3; ++i) assembler.commit(assembler.slot(first, i), nullptr, 1, "a", "s");
+    CHECK(assembler.next_ready()->place == first);
+    CHECK(assembler.next_ready()->place == second);
   }
-  SUBCASE("finish compacts a partial batch") {
-    auto a = *assembler.acquire();
-    auto b = *assembler.acquire();
-    auto c = *assembler.acquire();
-    fill(a, 1, image_bytes);
-    fill(c, 3, image_bytes);
-    assembler.commit(a, nullptr, 1, "a", "s");
-    assembler.abandon(b);
-    assembler.commit(c, nullptr, 3, "c", "s");
-    assembler.finish();
+  SUBCASE("a slot left empty: the batch is sent one short, its samples in order") {
+    REQUIRE(assembler.open(first, 3, 2));
+    for (std::size_t i : {0, 2}) {
+      auto slot = assembler.slot(first, i);
+      fill(slot, static_cast<std::uint8_t>(i + 1), image_bytes);
+      assembler.commit(slot, nullptr, static_cast<std::int32_t>(i), "k" + std::to_string(i), "s");
+    }
+    assembler.leave_empty(assembler.slot(first, 1));
     auto batch = assembler.next_ready();
     REQUIRE(batch.has_value());
-    CHECK(batch->images.shape() == Shape{2, 2, 2, 3});
+    CHECK(batch->labels.dim(0) == 2);
+    CHECK(batch->empty_slots == 1);
+    CHECK(batch->keys == std::vector<std::string>{"k0", "k2"});
+    CHECK(batch->labels.values<std::int32_t>()[1] == 2);
     CHECK(batch->images.values<std::uint8_t>()[image_bytes] == 3);
-    CHECK(batch->labels.values<std::int32_t>()[1] == 3);
-    CHECK(batch->keys == std::vector<std::string>{"a", "c"});
-    CHECK_FALSE(assembler.next_ready().has_value());
   }
-  SUBCASE("finish packs several partial batches so that only the last is short") {
-    // Batch 0 loses a slot that no later sample refills while batch 1 has begun.
-    std::vector<SampleSlot> first{*assembler.acquire(), *assembler.acquire(), *assembler.acquire()};
-    auto next = *assembler.acquire();
-    REQUIRE(next.batch != first[0].batch);
-    assembler.abandon(first[1]);
-    auto pending = *assembler.acquire();  // takes back the abandoned slot ...
-    REQUIRE(pending.index == first[1].index);
-    assembler.abandon(pending);  // ... and fails again, at the end of the stream
-    int value = 1;
-    for (const auto& s : {first[0], first[2], next}) {
-      fill(s, static_cast<std::uint8_t>(value), image_bytes);
-      assembler.commit(s, nullptr, value, "k" + std::to_string(value), "s");
-      ++value;
-    }
-    assembler.finish();
+  SUBCASE("an epoch's last batch ends where its samples end") {
+    REQUIRE(assembler.open(first, 3, 2));
+    assembler.commit(assembler.slot(first, 0), nullptr, 0, "k", "s");
+    assembler.end_epoch_at(first, 1);
     auto batch = assembler.next_ready();
     REQUIRE(batch.has_value());
-    CHECK(batch->images.shape() == Shape{3, 2, 2, 3});
-    CHECK(batch->keys == std::vector<std::string>{"k1", "k2", "k3"});
-    CHECK(batch->labels.values<std::int32_t>()[2] == 3);
-    CHECK(batch->images.values<std::uint8_t>()[image_bytes * 2] == 3);
+    CHECK(batch->labels.dim(0) == 1);
+    CHECK(batch->last);
+    CHECK_THROWS_AS((void)assembler.slot(first, 0), Error);  // handed out: no longer open
+  }
+  SUBCASE("each batch has its own size") {
+    BatchAssembler sized(small_format(1), 4, 4);
+    REQUIRE(sized.open({0, 0}, 1, 2));
+    REQUIRE(sized.open({1, 0}, 1, 4));
+    sized.commit(sized.slot({0, 0}, 0), nullptr, 0, "a", "s");
+    sized.commit(sized.slot({1, 0}, 0), nullptr, 0, "b", "s");
+    CHECK(sized.next_ready()->images.shape() == Shape{1, 2, 2, 3});
+    auto bigger = sized.next_ready();
+    CHECK(bigger->images.shape() == Shape{1, 4, 4, 3});
+    CHECK(bigger->size == 4);
+    CHECK_THROWS_AS((void)sized.open({2, 0}, 1, 5), ArgumentError);
+  }
+  SUBCASE("finish: nothing once every opened batch is out") {
+    REQUIRE(assembler.open(first, 3, 2));
+    assembler.finish();
+    for (std::size_t i = 0; i < 3; ++i) assembler.commit(assembler.slot(first, i), nullptr, 0, "k", "s");
+    CHECK(assembler.next_ready().has_value());
     CHECK_FALSE(assembler.next_ready().has_value());
   }
-  SUBCASE("flush ends an epoch's batches; set_size changes the next ones") {
-    BatchAssembler growing(small_format(3), 4, 4);
-    for (std::uint8_t i = 0; i < 2; ++i) {
-      auto slot = *growing.acquire();
-      fill(slot, i + 1, image_bytes);
-      growing.commit(slot, nullptr, i, "old" + std::to_string(i), "s", {}, 5);
-    }
-    growing.flush();
-    auto last_of_epoch = growing.next_ready();
-    REQUIRE(last_of_epoch.has_value());
-    CHECK(last_of_epoch->images.shape() == Shape{2, 2, 2, 3});
-    CHECK(last_of_epoch->epoch == 5);
-    CHECK(last_of_epoch->size == 2);
-    growing.set_size(4);
-    const std::size_t big_bytes = 4 * 4 * 3;
-    for (std::uint8_t i = 0; i < 3; ++i) {
-      auto slot = *growing.acquire();
-      fill(slot, 10 + i, big_bytes);
-      growing.commit(slot, nullptr, 20 + i, "new", "s", {}, 6);
-    }
-    auto first_of_next = growing.next_ready();
-    REQUIRE(first_of_next.has_value());
-    CHECK(first_of_next->images.shape() == Shape{3, 4, 4, 3});
-    CHECK(first_of_next->epoch == 6);
-    CHECK(first_of_next->size == 4);
-    CHECK(first_of_next->images.values<std::uint8_t>()[big_bytes * 2] == 12);
-    CHECK(first_of_next->labels.values<std::int32_t>()[2] == 22);
-    CHECK(last_of_epoch->images.values<std::uint8_t>()[image_bytes] == 2);  // still intact
-    CHECK_THROWS_AS(growing.set_size(5), ArgumentError);                    // larger than its buffers
-  }
-  SUBCASE("a batch's epoch is its earliest sample's") {
-    std::uint64_t epochs[] = {4, 3, 4};
-    for (std::uint64_t epoch : epochs) assembler.commit(*assembler.acquire(), nullptr, 0, "k", "s", {}, epoch);
-    CHECK(assembler.next_ready()->epoch == 3);
-  }
-  SUBCASE("memory is bounded: acquire waits for a sent batch to come back") {
+  SUBCASE("memory is bounded: open waits for a sent batch to come back") {
     BatchAssembler one(small_format(1), 2);
     std::vector<AssembledBatch> held;
-    for (int i = 0; i < 2; ++i) {
-      auto slot = *one.acquire();
-      one.commit(slot, nullptr, i, "k", "s");
+    for (std::uint64_t i = 0; i < 2; ++i) {
+      REQUIRE(one.open({0, i}, 1, 2));
+      one.commit(one.slot({0, i}, 0), nullptr, static_cast<std::int32_t>(i), "k", "s");
       held.push_back(*one.next_ready());
     }
     std::thread release([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       held.clear();  // the transport drops its references
     });
-    auto slot = one.acquire();
-    CHECK(slot.has_value());
+    CHECK(one.open({0, 2}, 1, 2));
     release.join();
   }
   SUBCASE("memory is bounded: the pipeline holds at most max_batches buffers") {
     BatchAssembler one(small_format(1), 2);
-    for (int i = 0; i < 2; ++i) one.commit(*one.acquire(), nullptr, i, "k", "s");  // ready, not yet sent
+    for (std::uint64_t i = 0; i < 2; ++i) {
+      REQUIRE(one.open({0, i}, 1, 2));
+      one.commit(one.slot({0, i}, 0), nullptr, 0, "k", "s");  // ready, not yet sent
+    }
     std::thread cancel([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       one.cancel();
     });
-    CHECK_FALSE(one.acquire().has_value());  // waited until cancelled
+    CHECK_FALSE(one.open({0, 2}, 1, 2));  // waited until cancelled
     cancel.join();
   }
   SUBCASE("buffers the transport still holds after sending do not stall the pipeline") {
     BatchAssembler one(small_format(1), 2);
     std::vector<Tensor> held_by_transport;  // a stuck subscriber's queue
-    for (int i = 0; i < 10; ++i) {
-      auto slot = one.acquire();
-      REQUIRE(slot.has_value());
-      fill(*slot, static_cast<std::uint8_t>(i), image_bytes);
-      one.commit(*slot, nullptr, i, "k", "s");
+    for (std::uint64_t i = 0; i < 10; ++i) {
+      REQUIRE(one.open({0, i}, 1, 2));
+      auto slot = one.slot({0, i}, 0);
+      fill(slot, static_cast<std::uint8_t>(i), image_bytes);
+      one.commit(slot, nullptr, static_cast<std::int32_t>(i), "k", "s");
       auto batch = one.next_ready();
       REQUIRE(batch.has_value());
       held_by_transport.push_back(batch->images);  // the batch itself is dropped: sent
     }
     // Every buffer is distinct and intact while the transport holds it.
-    for (int i = 0; i < 10; ++i) CHECK(held_by_transport[i].values<std::uint8_t>()[0] == i);
+    for (std::size_t i = 0; i < 10; ++i) CHECK(held_by_transport[i].values<std::uint8_t>()[0] == i);
   }
   SUBCASE("cancel wakes a waiting consumer") {
     std::thread cancel([&] {
@@ -181,7 +150,7 @@ TEST_CASE("batch assembler") {
     });
     CHECK_FALSE(assembler.next_ready().has_value());
     cancel.join();
-    CHECK_FALSE(assembler.acquire().has_value());
+    CHECK_FALSE(assembler.open(first, 3, 2));
   }
 }
 

@@ -149,6 +149,33 @@ class Run:
                 skipped[reason] = int(count)
         return int(m.group(1)), int(m.group(2)), skipped, int(m.group(4))
 
+    def replaced(self):
+        """{reason: count} of the samples replaced by a neighbour, from the 'done:' line."""
+        m = re.search(r"; replaced by a neighbour: (\d+)(?: \(([^)]*)\))?", self.out)
+        assert m, f"no replacement count in stdout:\n{self.out}"
+        replaced = {}
+        for item in (m.group(2) or "").split(", ") if m.group(2) else []:
+            reason, count = item.rsplit(" ", 1)
+            replaced[reason] = int(count)
+        assert sum(replaced.values()) == int(m.group(1)), m.group(0)
+        return replaced
+
+    def unfilled(self):
+        """Skipped samples that no neighbour could replace, from the 'done:' line."""
+        m = re.search(r"; replaced by a neighbour: [^;]*?, not replaceable (\d+)", self.out)
+        return int(m.group(1)) if m else 0
+
+    def assert_replaced(self, good, every=True):
+        """Every good key served, each skipped sample replaced by a good
+        neighbour (every=False: or counted as not replaceable, when no good
+        one is near): none but the good keys, one sample for each replaced."""
+        skipped, replaced = self.summary()[2], self.replaced()
+        if every:
+            assert replaced == skipped and self.unfilled() == 0, (replaced, skipped, self.unfilled())
+        assert sum(replaced.values()) + self.unfilled() == sum(skipped.values()), (replaced, skipped)
+        assert set(self.keys()) == set(good), self
+        assert len(self.keys()) == len(good) + sum(replaced.values()), self
+
     def __repr__(self):
         return f"Run(rc={self.rc}, {len(self.batches)} batches)\nstdout:\n{self.out}\nstderr:\n{self.err}"
 

@@ -120,8 +120,8 @@ def test_max_pixels_skips_large_images(root, rundir):
     r = run(["-u", path, "--epochs", "1", "--meta", "-b", "4", "--size", "32", "--max-pixels", "10000", "-r", "0"],
             rundir)
     assert r.rc == 0, r
-    assert set(r.keys()) == small and len(r.keys()) == len(small)
     assert r.summary()[2] == {"too many pixels": 4}
+    r.assert_replaced(small)
 
 
 def test_max_image_bytes_skips_large_files_unread(root, rundir):
@@ -144,12 +144,12 @@ def test_max_image_bytes_skips_large_files_unread(root, rundir):
     args = ["--epochs", "1", "--meta", "-b", "1", "--size", "32", "--max-image-bytes", "20000", "-r", "0"]
     r = run(["-u", path] + args, rundir)
     assert r.rc == 0, r
-    assert sorted(r.keys()) == sorted(small)
     assert r.summary()[2] == {"too large": 6 - len(small)}
+    r.assert_replaced(small)
     assert re.search(r"skipped sample 'mb0' of \S+: too large \(image of \d+ bytes; the limit is 20000\)", r.err), r.err
     r = run(["-d", d] + args, rundir, exe=h.DIR_EXE)
     assert r.rc == 0, r
-    assert sorted(os.path.basename(k)[:-4] for k in r.keys()) == sorted(small)
+    assert set(os.path.basename(k)[:-4] for k in r.keys()) == set(small)
     assert r.summary()[2] == {"too large": 6 - len(small)}
 
 
@@ -165,5 +165,6 @@ def test_truncated_jpegs_are_never_served(root, rundir):
     path = h.write_tar(os.path.join(d, "trunc.tar"), samples)
     r = run(["-u", path, "--epochs", "1", "--meta", "-b", "8", "--size", "32", "--seed", "0", "-r", "0"], rundir)
     assert r.rc == 0, r
-    assert sorted(r.keys()) == [f"good{i}" for i in range(4)]
     assert r.summary()[2] == {"truncated": 40}
+    # Runs of more than 16 bad samples leave some without a good neighbour.
+    r.assert_replaced([f"good{i}" for i in range(4)], every=False)

@@ -42,8 +42,10 @@ def test_one_epoch_serves_every_good_sample_exactly_once(main_data, rundir):
     counts = collections.Counter(k for k, _, _ in samples)
     assert set(counts) == set(ds.good), (
         f"missing {sorted(set(ds.good) - set(counts))}, unexpected {sorted(set(counts) - set(ds.good))}")
-    assert all(c == 1 for c in counts.values()), {k: c for k, c in counts.items() if c != 1}
-    assert served == len(ds.good)
+    # Every sample read is served once; each skipped one is replaced by a
+    # good neighbour (served twice), so the epoch keeps its length.
+    r.assert_replaced(ds.good)
+    assert served == len(ds.good) + sum(skipped.values())
     for key, label, _ in samples:
         assert label == ds.good[key][0], key
     # The metadata names each sample's shard.
@@ -76,10 +78,10 @@ def test_two_epochs_serve_every_good_sample_twice(main_data, rundir):
     keys = r.keys()
     counts = collections.Counter(keys)
     assert set(counts) == set(ds.good)
-    assert all(c == 2 for c in counts.values()), {k: c for k, c in counts.items() if c != 2}
-    assert len(keys) == 2 * len(ds.good)
+    assert all(c >= 2 for c in counts.values()), {k: c for k, c in counts.items() if c < 2}
     served, nbatches, skipped, shard_errors = r.summary()
-    assert served == 2 * len(ds.good) and nbatches == len(r.batches)
+    assert len(keys) == served == 2 * len(ds.good) + sum(skipped.values()) and nbatches == len(r.batches)
+    assert r.replaced() == skipped
     check_skips(skipped, ds, multiplier=2)
     assert shard_errors == 2
 
@@ -92,7 +94,7 @@ def test_ranks_split_the_shards(main_data, rundir):
                  "--classes", str(CLASSES), "--seed", "11", "--rank", rank, "--world", "2", "-r", "0"], rundir)
         assert r.rc == 0, r
         counts = collections.Counter(r.keys())
-        assert all(c == 1 for c in counts.values())
+        assert r.replaced() == r.summary()[2]
         parts.append(set(counts))
         # Whole shards go to one rank.
         for meta in r.metas:
@@ -106,7 +108,7 @@ def test_ranks_split_the_shards(main_data, rundir):
     assert not shards0 & shards1
 
 
-def test_only_the_last_batch_is_short(root, rundir):
+def test_only_the_epochs_last_batch_is_short(root, rundir):
     rng = np.random.default_rng(9)
     d = tempfile.mkdtemp(dir=root, prefix="sb")
     samples = [(f"g{i}", {"jpg": h.encode(h.smooth_image(rng, 64, 64), "jpg"), "cls": h.cls(1)}) for i in range(3)]
@@ -118,8 +120,8 @@ def test_only_the_last_batch_is_short(root, rundir):
         r = run(["-u", path, "--epochs", "1", "--meta", "-b", "4", "-w", "2", "--size", "64", "--shuffle", "0",
                  "-r", "0"], rundir)
         assert r.rc == 0, r
-        assert sorted(r.keys()) == ["g0", "g1", "g2", "g3"]
-        assert [b[0].shape[0] for b in r.batches] == [4], r.summary()
+        assert sorted(r.keys()) == ["g0", "g1", "g2", "g3", "g3"]  # slowbad's place: its neighbour g3
+        assert [b[0].shape[0] for b in r.batches] == [4, 1], r.summary()
 
 
 def test_resample_reads_whole_shards_with_replacement(clean_data, rundir):

@@ -48,7 +48,8 @@ def test_signal_stops_a_server_reading_a_stalled_pipe_and_ends_the_command(clean
     command = f"pipe:cat {paths[0]}; touch {marker}; exec sleep {nap}"
     with forever_server(["-u", command, "-b", "4", "--size", "16", "-r", "0", "--shuffle", "0"],
                         rundir) as (proc, pull):
-        receive(pull, 4)  # libarchive may wait for more output before it gives the last sample
+        # No batch need come out: the server holds back the last samples it
+        # read until more follow (their replacements, should they fail).
         deadline = time.monotonic() + 10
         while not os.path.exists(marker):
             assert time.monotonic() < deadline, "the command never stalled"
@@ -144,11 +145,13 @@ def test_memory_limit_bounds_buffered_samples_in_bytes(root, rundir):
     args = ["-u", path, "--epochs", "1", "--meta", "-b", "1", "--size", "32", "-r", "0"]
     r = run(args + ["--memory-limit", str(64 << 20)], rundir)
     assert r.rc == 0, r
-    assert sorted(r.keys()) == [f"g{i}" for i in range(4)]
     assert r.summary()[2] == {"missing label": 16}, r.summary()
+    # 40 MB members leave no room for replacements beyond the nearest.
+    r.assert_replaced([f"g{i}" for i in range(4)], every=False)
     # The reader's member, one in the queue, one in the shuffle buffer, one
-    # per worker: about five members, not sixteen.
-    assert peak_memory_mib(r) < 360, r.out
+    # per worker, one held back and one handed over (replacements): about
+    # seven members, not sixteen.
+    assert peak_memory_mib(r) < 480, r.out
 
 
 def test_running_out_of_memory_in_one_shard_ends_only_that_shard(root, rundir):
@@ -218,7 +221,7 @@ def test_a_member_that_is_no_image_is_not_buffered(root, rundir):
     args = ["--epochs", "1", "--meta", "-b", "1", "--size", "32", "-r", "0"]
     r = run(["-u", path] + args, rundir)
     assert r.rc == 0, r
-    assert sorted(r.keys()) == [f"g{i}" for i in range(4)]
     assert r.summary()[2] == {"missing label": 16}, r.summary()
+    r.assert_replaced([f"g{i}" for i in range(4)])
     plain = run(["-u", baseline] + args, tempfile.mkdtemp(dir=root, prefix="nb"))
     assert peak_memory_mib(r) - peak_memory_mib(plain) < 32, (r.out, plain.out)

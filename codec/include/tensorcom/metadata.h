@@ -4,7 +4,9 @@
 // Python reader decodes it with msgpack.unpackb():
 //   {"keys": [str...], "shards": [str...], "server": str, "seq": uint,
 //    "crops": [[x, y, w, h]...], "flips": [bool...], "sizes": [[w, h]...],
-//    "epoch": uint, "size": uint}
+//    "epoch": uint, "size": uint,
+//    "stream": str, "fingerprint": str, "seed": uint, "batch": uint,
+//    "batches": uint, "last": bool}
 // The last three are there when the server recorded how each sample was
 // made (the image servers do): the crop box in source pixels, whether it was
 // mirrored, and the source image's size, so that any sample can be re-made
@@ -14,6 +16,11 @@
 // and its images' height and width in pixels, which --size-schedule changes
 // from epoch to epoch ("sizes" is the sources' sizes, per sample). Readers
 // skip keys they do not know, so older readers read newer metadata.
+// The last six place the batch in a resumable stream (docs/deploy.md,
+// "Resuming"): the server's stable name ("RANK/WORLD" unless named), a
+// fingerprint of what decides the stream's batches, the seed, the batch's
+// index within its epoch, the epoch's batch count when known in advance,
+// and whether it is the epoch's last batch.
 #pragma once
 
 #include <cstddef>
@@ -50,6 +57,18 @@ struct BatchMetadata {
   std::vector<SampleGeometry> geometry;  // per sample, same order; empty: not recorded
   std::optional<std::uint64_t> epoch;    // the epoch the samples were read in; unset: not recorded
   std::optional<std::uint32_t> size;     // the images' height and width; unset: not recorded
+  // Where the batch sits in a resumable stream; unset: not recorded.
+  struct StreamPlace {
+    std::string stream;
+    std::string fingerprint;
+    std::uint64_t seed = 0;
+    std::uint64_t batch = 0;
+    std::optional<std::uint64_t> batches;
+    bool last = false;
+
+    bool operator==(const StreamPlace&) const = default;
+  };
+  std::optional<StreamPlace> place;
 
   bool operator==(const BatchMetadata&) const = default;
 };

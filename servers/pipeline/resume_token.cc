@@ -1,0 +1,202 @@
+#include "resume_token.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "tensorcom/error.h"
+#include "tensorcom/regular_file.h"
+
+namespace tensorcom::pipeline {
+
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr std::uint64_t kMaxNumber = 1'000'000'000'000;  // more batches or epochs than any run
+constexpr std::size_t kMaxRanges = 100'000;
+constexpr std::size_t kMaxStreams = 65'536;
+constexpr std::uint64_t kMaxTokenBytes = std::uint64_t{64} << 20;
+
+class TokenReader {
+ public:
+  TokenReader(std::string_view source, const StreamIdentity& identity) : source_(source), identity_(identity) {}
+
+  StreamResume read(const Json& token) {
+    if (!token.is_object()) fail("the token", "is not a JSON object");
+    if (string_field(token, "format", "the token") != "tensorcom-resume") {
+      fail("format", "is not \"tensorcom-resume\"");
+    }
+    if (number(field(token, "version", "the token"), "version") != 1) fail("version", "is not 1 (this server reads 1)");
+    const std::uint64_t epoch = number(field(token, "epoch", "the token"), "epoch");
+    const Json& streams = field(token, "streams", "the token");
+    if (!streams.is_object()) fail("streams", "is not an object");
+    if (streams.size() > kMaxStreams) fail("streams", "names more than " + std::to_string(kMaxStreams) + " streams");
+    std::size_t ranges = 0;
+    std::optional<StreamResume> mine;
+    for (const auto& [name, entry] : streams.items()) {
+      StreamResume parsed = read_stream(name, entry, ranges);
+      if (name == identity_.stream) mine = std::move(parsed);
+    }
+    if (mine) return *mine;
+    StreamResume fresh;
+    fresh.first_epoch = epoch;
+    fresh.stream_found = false;
+    return fresh;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+    throw ArgumentError(std::string(source_) + ": '" + field + "' " + what);
+  }
+
+  const Json& field(const Json& object, const char* name, const std::string& where) const {
+    auto it = object.find(name);
+    if (it == object.end()) fail(name, "is missing from " + where);
+    return *it;
+  }
+
+  std::string string_field(const Json& object, const char* name, const std::string& where) const {
+    const Json& value = field(object, name, where);
+    if (!value.is_string()) fail(name, "is not a string");
+    return value.get<std::string>();
+  }
+
+  std::uint64_t number(const Json& value, const std::string& name) const {
+    if (!value.is_number_unsigned() && !(value.is_number_integer() && value.get<std::int64_t>() >= 0)) {
+      fail(name, "is not a whole number >= 0");
+    }
+    const auto n = value.get<std::uint64_t>();
+    if (n > kMaxNumber) fail(name, "is " + std::to_string(n) + ", over " + std::to_string(kMaxNumber));
+    return n;
+  }
+
+  StreamResume read_stream(const std::string& name, const Json& entry, std::size_t& ranges) const {
+    const std::string where = "streams." + name;
+    if (!entry.is_object()) fail(where, "is not an object");
+    const std::string fingerprint = string_field(entry, "fingerprint", where);
+    const std::uint64_t seed = number(field(entry, "seed", where), where + ".seed");
+    StreamResume out;
+    out.first_epoch = number(field(entry, "complete", where), where + ".complete");
+    const Json& epochs = field(entry, "epochs", where);
+    if (!epochs.is_object()) fail(where + ".epochs", "is not an object");
+    const bool mine = name == identity_.stream;
+    if (mine) check_identity(where, fingerprint, seed);
+    for (const auto& [key, value] : epochs.items()) {
+      const std::uint64_t epoch = epoch_key(where, key, out.first_epoch);
+      out.consumed[epoch] = read_epoch(where + ".epochs." + key, value, ranges);
+    }
+    return out;
+  }
+
+  void check_identity(const std::string& where, const std::string& fingerprint, std::uint64_t seed) const {
+    if (seed != identity_.seed) {
+      fail(where + ".seed",
+           "is " + std::to_string(seed) + "; this server's --seed is " + std::to_string(identity_.seed));
+    }
+    if (fingerprint != identity_.fingerprint) {
+      fail(where + ".fingerprint",
+           "is " + fingerprint + "; this server's is " + identity_.fingerprint +
+               ": it was started with another shard list, --rank/--world, batch size, --epoch-batches or shuffle");
+    }
+  }
+
+  std::uint64_t epoch_key(const std::string& where, const std::string& key, std::uint64_t complete) const {
+    const bool decimal = !key.empty() && key.size() <= 13 &&
+                         std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!decimal) fail(where + ".epochs", "has a key that is not an epoch number: \"" + key.substr(0, 32) + "\"");
+    const std::uint64_t epoch = std::stoull(key);
+    if (epoch < complete) fail(where + ".epochs." + key, "is below 'complete' (" + std::to_string(complete) + ")");
+    return epoch;
+  }
+
+  BatchRanges read_epoch(const std::string& where, const Json& value, std::size_t& ranges) const {
+    if (!value.is_object()) fail(where, "is not an object");
+    std::optional<std::uint64_t> batches;
+    if (auto it = value.find("batches"); it != value.end() && !it->is_null()) {
+      batches = number(*it, where + ".batches");
+      if (identity_.epoch_batches && *batches != identity_.epoch_batches) {
+        fail(where + ".batches", "is " + std::to_string(*batches) + "; this server's --epoch-batches is " +
+                                     std::to_string(identity_.epoch_batches));
+      }
+    }
+    const Json& consumed = field(value, "consumed", where);
+    if (!consumed.is_array()) fail(where + ".consumed", "is not an array");
+    BatchRanges out;
+    for (const Json& range : consumed) {
+      if (++ranges > kMaxRanges) fail(where + ".consumed", "makes more than " + std::to_string(kMaxRanges) + " ranges");
+      if (!range.is_array() || range.size() != 2) fail(where + ".consumed", "holds something other than [first, end]");
+      const std::uint64_t first = number(range[0], where + ".consumed");
+      const std::uint64_t end = number(range[1], where + ".consumed");
+      if (first >= end) fail(where + ".consumed", "holds an empty or reversed range");
+      if (!out.empty() && first <= out.back().second) fail(where + ".consumed", "is not sorted and disjoint");
+      if (batches && end > *batches) {
+        fail(where + ".consumed",
+             "reaches batch " + std::to_string(end - 1) + " of an epoch of " + std::to_string(*batches));
+      }
+      out.emplace_back(first, end);
+    }
+    return out;
+  }
+
+  std::string_view source_;
+  const StreamIdentity& identity_;
+};
+
+}  // namespace
+
+bool StreamResume::consumed_batch(std::uint64_t epoch, std::uint64_t batch) const {
+  if (epoch < first_epoch) return true;
+  auto it = consumed.find(epoch);
+  if (it == consumed.end()) return false;
+  const BatchRanges& ranges = it->second;
+  auto after = std::upper_bound(ranges.begin(), ranges.end(), batch,
+                                [](std::uint64_t b, const auto& range) { return b < range.first; });
+  return after != ranges.begin() && batch < std::prev(after)->second;
+}
+
+std::uint64_t StreamResume::consumed_batches(std::uint64_t epoch) const {
+  auto it = consumed.find(epoch);
+  if (it == consumed.end()) return 0;
+  std::uint64_t n = 0;
+  for (const auto& [first, end] : it->second) n += end - first;
+  return n;
+}
+
+std::string stream_fingerprint(const StreamRecipe& r) {
+  std::uint64_t hash = 14695981039346656037ull;
+  auto add_bytes = [&](const void* data, std::size_t size) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < size; ++i) hash = (hash ^ p[i]) * 1099511628211ull;
+  };
+  auto add_number = [&](std::uint64_t n) { add_bytes(&n, sizeof n); };
+  for (std::uint64_t n :
+       {r.seed, r.rank, r.world, r.batch_size, r.epoch_batches, r.shuffle_buffer, std::uint64_t{r.shuffle_units},
+        std::uint64_t{r.with_replacement}, std::uint64_t{r.units.size()}}) {
+    add_number(n);
+  }
+  for (const std::string& unit : r.units) {
+    add_number(unit.size());
+    add_bytes(unit.data(), unit.size());
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+StreamResume parse_resume_token(std::string_view text, std::string_view source, const StreamIdentity& identity) {
+  Json token;
+  try {
+    token = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    throw ArgumentError(std::string(source) + ": not a JSON resume token (" + e.what() + ")");
+  }
+  return TokenReader(source, identity).read(token);
+}
+
+StreamResume read_resume_token(const std::string& path, const StreamIdentity& identity) {
+  return parse_resume_token(read_regular_file(path, kMaxTokenBytes, "resume token"), path, identity);
+}
+
+}  // namespace tensorcom::pipeline
