@@ -203,6 +203,7 @@ void ImageServerCli::finish_shuffle() {
 }
 
 void ImageServerCli::finish_connection() {
+  programs::refuse_inproc(server.addresses);
   ConnectionOptions& c = server.connection;
   if (vars_.count("single")) c.framing = Framing::kSingleBuffer;
   c.linger = Milliseconds(linger_ms_);

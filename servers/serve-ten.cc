@@ -154,6 +154,7 @@ bool serve_epoch(const Inputs& inputs, std::size_t group, ListSender& sender) {
 
 int serve(const ServeTenOptions& options) {
   const Inputs inputs = check_inputs(options.inputs, options.group);
+  programs::refuse_inproc(options.addresses);
   Connection connection(options.addresses, options.connection);
   std::cout << "serve-ten: " << inputs.lists << " lists on " << connection.describe();
   for (const std::string& bound : connection.bound_addresses()) std::cout << " [bound " << bound << "]";

@@ -196,6 +196,7 @@ int run_record(const std::vector<std::string>& argv) {
   connection_options.total = static_cast<std::int64_t>(p.vars["count"].as<std::uint64_t>());
   const std::string output = p.vars["output"].as<std::string>();
   programs::install_stop_handlers();
+  programs::refuse_inproc(p.args);
   Connection connection(p.args, connection_options);
   // Written beside OUT.ten and renamed when done: a crash leaves the
   // temporary file, whose whole batches `tenbin cat --salvage` recovers.

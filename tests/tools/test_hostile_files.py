@@ -199,3 +199,25 @@ def test_programs_raise_their_open_file_limit_to_the_hard_one():
         proc.kill()
         proc.wait()
         os.unlink(ten)
+
+
+@pytest.mark.parametrize("program", ["serve-ten", "serve-imagenet-shards", "tensormon", "tenbin-record"])
+def test_inproc_urls_are_refused_at_once(program, tmp_path):
+    """A program alone in its process has no other end on inproc://: it
+    would wait forever, silently. Refused with one line naming the URL."""
+    ten = tmp_path / "x.ten"
+    assert run([TENBIN, "synth", "-o", str(ten), "-n", "1", "-b", "1", "-s", "2"]).returncode == 0
+    url = "zpub+inproc://x" if program.startswith("serve") else "zsub+inproc://x"
+    args = {
+        "serve-ten": [os.path.join(BUILD_DIR, "servers", "serve-ten"), "-i", str(ten), url],
+        "serve-imagenet-shards": [os.path.join(BUILD_DIR, "servers", "serve-imagenet-shards"), "-u",
+                                  str(tmp_path / "none.tar"), url],
+        "tensormon": [os.path.join(BUILD_DIR, "tools", "tensormon"), url],
+        "tenbin-record": [TENBIN, "record", "-o", str(tmp_path / "out.ten"), "-n", "1", url],
+    }[program]
+    start = time.monotonic()
+    done = run(args)
+    assert time.monotonic() - start < 10
+    assert done.returncode != 0, done
+    assert "inproc://" in done.stderr and "ipc://" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr

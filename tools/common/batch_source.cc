@@ -24,6 +24,7 @@ ConnectionOptions connection_options(const SourceOptions& source) {
 }
 
 std::vector<std::string> urls_or_default(const std::vector<std::string>& urls) {
+  programs::refuse_inproc(urls);
   return urls.empty() ? std::vector<std::string>{programs::kDefaultReceiveUrl} : urls;
 }
 

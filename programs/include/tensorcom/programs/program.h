@@ -8,6 +8,8 @@
 
 #include <exception>
 #include <iostream>
+#include <span>
+#include <string>
 
 #include "tensorcom/error.h"
 
@@ -24,6 +26,10 @@ inline constexpr int kExitInterrupted = 130;  // SIGINT or SIGTERM, as a shell r
 // is 1024): peers holding connections open must not leave the program
 // without descriptors for its own files, as nginx's worker_rlimit_nofile.
 void raise_open_file_limit() noexcept;
+
+// Throws ArgumentError naming the first inproc:// URL: a program's sockets
+// would wait forever there, since only its own threads could be the peer.
+void refuse_inproc(std::span<const std::string> urls, bool expand_braces = true);
 
 // Runs body; tensorcom errors exit 1 and usage errors exit 2, each with
 // "NAME: message" on stderr. The open-file limit is raised first.
