@@ -646,6 +646,16 @@ void ImageServer::write_metrics(metrics::MetricsText& out) {
   for (const imaging::Problem problem : imaging::kAllProblems) {
     out.sample(skipped[static_cast<std::size_t>(problem)], {{"reason", imaging::problem_name(problem)}});
   }
+  out.family("tensorcom_server_replaced_samples_total", metrics::MetricType::kCounter,
+             "Skipped samples whose place a neighbour in the epoch's order filled, by why they were skipped.");
+  SkipCounter::Counts replaced;
+  {
+    std::lock_guard lock(replaced_mutex_);
+    replaced = replaced_;
+  }
+  for (const imaging::Problem problem : imaging::kAllProblems) {
+    out.sample(replaced[static_cast<std::size_t>(problem)], {{"reason", imaging::problem_name(problem)}});
+  }
   out.counter("tensorcom_server_shard_errors_total", "Shards (or files) abandoned part way for an error.",
               shard_errors_.load(kRelaxed));
   out.family("tensorcom_server_queue_depth", metrics::MetricType::kGauge,

@@ -113,7 +113,7 @@ def crop_reach(paths):
     return float(out.stdout) if out.returncode == 0 else None
 
 
-def server(build, pattern, images, workers, cpus, epochs, interpolation="bilinear"):
+def server(build, pattern, images, workers, cpus, epochs, interpolation="bilinear", extra=()):
     """images/s a consumer receives from serve-imagenet-shards, after a warm-up."""
     batches = images * epochs // 256
     warmup = 2
@@ -126,7 +126,7 @@ def server(build, pattern, images, workers, cpus, epochs, interpolation="bilinea
         time.sleep(0.2)
         srv = subprocess.Popen(["taskset", "-c", cpus, f"{build}/servers/serve-imagenet-shards", "-u", pattern,
                                 "-b", "256", "-w", str(workers), "--epochs", str(epochs), "-r", "0",
-                                "--interpolation", interpolation,
+                                "--interpolation", interpolation, *extra,
                                 "--linger", "0", "zpush+" + url],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:

@@ -163,6 +163,7 @@ def test_image_server_metrics_follow_what_the_consumer_receives(tmp_path):
             assert value(final, "tensorcom_server_batches_total") == batches == -(-total // batch)
             assert value(final, "tensorcom_server_sent_bytes_total") == payload
             assert value(final, "tensorcom_server_skipped_samples_total", reason="undecodable") == 1
+            assert value(final, "tensorcom_server_replaced_samples_total", reason="undecodable") == 1
             # Every reason is exported from the start, at 0 until it happens:
             # a dashboard's query for one finds its series on a healthy server.
             for reason in ("empty", "truncated", "too many pixels", "too many scans", "no image", "too large",
