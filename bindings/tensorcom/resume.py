@@ -21,10 +21,21 @@ epoch costs nothing. Pure Python: no torch, no msgpack.
 
 Tokens are treated as hostile input: every field is checked, and a problem
 is one tensorcom.ArgumentError naming the field.
+
+As a command, for batch scripts (examples/slurm/):
+
+    python3 -m tensorcom.resume merge OUT IN...   the union of token files, written atomically
+    python3 -m tensorcom.resume show FILE         a line per stream: what the token says was consumed
+
+A bad token or file is one line on stderr and exit status 2.
 """
 
 from bisect import bisect_right
+import argparse
+import json
+import os
 import re
+import sys
 
 from ._tensorcom import ArgumentError
 
@@ -417,3 +428,123 @@ def _merge_into(name, have, stream):
         epochs[e] = _Epoch(consumed, batches)
     have.complete, have.epochs = complete, epochs
     have.compact()
+
+
+# --- the command ------------------------------------------------------------------
+
+_PROGRAM = "python3 -m tensorcom.resume"
+MAX_FILE_BYTES = 64 << 20  # a token file is read whole
+
+
+class _BadInput(Exception):
+    """A token file that cannot be used; the message names it."""
+
+
+def _read_token(path):
+    """The validated token in the JSON file at path, or _BadInput naming it."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    except OSError as e:
+        raise _BadInput(f"{path}: cannot read: {e.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise _BadInput(f"{path}: larger than {MAX_FILE_BYTES} bytes")
+    try:
+        token = json.loads(data)
+    except (ValueError, RecursionError) as e:
+        raise _BadInput(f"{path}: not JSON: {e}") from None
+    try:
+        _parse(token)
+    except ArgumentError as e:
+        raise _BadInput(f"{path}: {e}") from None
+    return token
+
+
+def write_token(path, token):
+    """Writes token as JSON to path atomically: a temporary file beside it,
+    flushed to disk, renamed over path, and the rename flushed too."""
+    temp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(temp, "x") as f:
+            json.dump(token, f, separators=(",", ":"))
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+    directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def _ranges_text(ranges):
+    return " ".join(f"{a}" if b == a + 1 else f"{a}-{b - 1}" for a, b in ranges)
+
+
+def stream_lines(token):
+    """A line per stream of a valid token: seed, fingerprint, the epochs
+    complete and, for each other epoch, the batches consumed."""
+    lines = []
+    for name, stream in sorted(_parse(token).items()):
+        complete = f"epochs below {stream.complete} complete" if stream.complete else "no epoch complete"
+        parts = [f"{name}: seed {stream.seed}, fingerprint {stream.fingerprint}, {complete}"]
+        for epoch, entry in sorted(stream.epochs.items()):
+            done = sum(b - a for a, b in entry.consumed)
+            of = "?" if entry.batches is None else entry.batches
+            listed = f" ({_ranges_text(entry.consumed)})" if entry.consumed else ""
+            parts.append(f"epoch {epoch}: {done} of {of} batches consumed{listed}")
+        lines.append("; ".join(parts))
+    return lines
+
+
+def _merge_command(args):
+    tokens = [_read_token(path) for path in args.inputs]
+    try:
+        merged = merge_state_dicts(tokens)
+    except ArgumentError as e:
+        raise _BadInput(f"{' '.join(args.inputs)}: {e}") from None
+    try:
+        write_token(args.out, merged)
+    except OSError as e:
+        raise _BadInput(f"{args.out}: cannot write: {e.strerror}") from None
+    print(f"{_PROGRAM} merge: {len(tokens)} token file{'s' if len(tokens) > 1 else ''} -> {args.out}: "
+          f"{len(merged['streams'])} streams, lowest incomplete epoch {merged['epoch']}")
+
+
+def _show_command(args):
+    for line in stream_lines(_read_token(args.file)):
+        print(line)
+
+
+def main(argv=None):
+    """The command (module docstring); returns the exit status."""
+    p = argparse.ArgumentParser(prog=_PROGRAM, description="Resume tokens: merge several, show one.")
+    sub = p.add_subparsers(dest="command", required=True)
+    merge = sub.add_parser("merge", help="write the union of token files to OUT, atomically")
+    merge.add_argument("out", metavar="OUT")
+    merge.add_argument("inputs", metavar="IN", nargs="+")
+    show = sub.add_parser("show", help="a line per stream of a token file")
+    show.add_argument("file", metavar="FILE")
+    args = p.parse_args(argv)
+    try:
+        (_merge_command if args.command == "merge" else _show_command)(args)
+    except _BadInput as e:
+        print(f"{_PROGRAM} {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+elif __name__ == "tensorcom.resume" and sys.argv[:1] == ["-m"]:
+    # `python3 -m tensorcom.resume`: the package imports this module before
+    # runpy runs it as __main__, and runpy warns about exactly that; the
+    # second copy is harmless (the classes it uses are the package's).
+    import warnings
+    warnings.filterwarnings("ignore", category=RuntimeWarning,
+                            message="'tensorcom.resume' found in sys.modules after import of package 'tensorcom'")

@@ -10,7 +10,7 @@ Two ways to run it:
   --epochs N        training on one --data: N epochs of --epoch-size steps,
                     each followed by an evaluation on --val (loss and
                     accuracy) and a checkpoint (--checkpoint PATH, written
-                    atomically; --resume continues after its epoch)
+                    atomically; --resume continues where it stopped)
 
 Inputs:
 
@@ -42,6 +42,22 @@ installed); otherwise a line every --report steps. Both give the share of
 the time spent waiting for data (tensorcom: the Connection's own measure of
 time blocked in recv; folder: time spent waiting on the DataLoader).
 
+Checkpoints and signals: --checkpoint PATH holds the model, the optimizer,
+the last finished epoch, the steps done of the next one and, for tensorcom
+input, the data token (Connection.state_dict(): the server batches wholly
+trained on; servers need --meta). Beside it goes the token alone, as JSON
+for the servers' --resume: PATH.data.json, or PATH.data-rank{R}.json for
+each rank when --world is above 1 (each rank writes its own; the job joins
+them with `python3 -m tensorcom.resume merge`; only rank 0 writes the
+model). SIGTERM or SIGUSR1 (Slurm's warning signal) ends training after
+the current step: the checkpoint is written mid-epoch and the program exits
+with status 128 + the signal's number. --resume restores the model, the
+epoch and the step, loads the token into the Connection (the token file if
+there is one: what the servers were resumed from) and trains the rest of
+that epoch, then the following ones. A server batch partly used by
+re-batching when the checkpoint was taken is left out of the token: it is
+served and trained on again after a resume, never lost.
+
 Every path hands the model uint8 images normalized on the device, with AMP
 (float16 on CUDA, bfloat16 on CPU) and channels-last unless turned off.
 
@@ -57,7 +73,9 @@ Errors end the program with one line on stderr and exit status 1.
 
 import argparse
 import datetime
+import json
 import os
+import signal
 import sys
 import time
 
@@ -89,8 +107,9 @@ def parse_args(argv):
                         "folder: one pass; synthetic: --steps)")
     p.add_argument("--val", help="evaluate after each epoch on this tensorcom stream (tensorcom:URLS or URLS)")
     p.add_argument("--val-size", type=int, help="batches of --val an evaluation takes (required with --val)")
-    p.add_argument("--checkpoint", metavar="PATH", help="save model and optimizer here after each epoch")
-    p.add_argument("--resume", action="store_true", help="continue after the epoch saved in --checkpoint")
+    p.add_argument("--checkpoint", metavar="PATH",
+                   help="save model, optimizer and data token here after each epoch and on SIGTERM/SIGUSR1")
+    p.add_argument("--resume", action="store_true", help="continue where --checkpoint stopped (epoch and step)")
     p.add_argument("--image-size", type=int, default=224,
                    help="for folder and synthetic; tensorcom input comes at the servers' size (--size-schedule "
                         "changes it by epoch)")
@@ -155,16 +174,25 @@ class Rebatcher:
     --size-schedule at an epoch's start), what is left of the old size is
     handed out as a short batch."""
 
-    def __init__(self, next_batch, batch_size):
+    def __init__(self, next_batch, batch_size, settled=None):
         self.next_batch = next_batch  # () -> (images, labels)
         self.batch_size = batch_size
+        # Called when every sample received so far is in the batch being made
+        # or one handed out: just before each receive, and when a batch
+        # handed out leaves nothing behind.
+        self.settled = settled
         self.pending = []  # (images, labels) received and not yet handed out, all of one image size
         self.pending_count = 0
         self.held = None  # a received batch of a new size, waiting until pending is handed out
 
     def _receive(self):
         """Adds the next batch to pending; False (keeping it aside) if its images' size differs."""
-        images, labels = self.held if self.held is not None else self.next_batch()
+        if self.held is not None:
+            images, labels = self.held
+        else:
+            if self.settled is not None:
+                self.settled()
+            images, labels = self.next_batch()
         self.held = None
         if self.pending and images.shape[1:] != self.pending[0][0].shape[1:]:
             self.held = (images, labels)
@@ -184,6 +212,8 @@ class Rebatcher:
         n = min(self.batch_size, self.pending_count)
         self.pending = [(images[n:], labels[n:])] if images.shape[0] > n else []
         self.pending_count -= n
+        if not self.pending and self.held is None and self.settled is not None:
+            self.settled()
         return images[:n], labels[:n]
 
 
@@ -205,10 +235,38 @@ class TensorcomBatches:
         self.first = True
         self.image_shape = None  # the images' shape past the batch dimension, to say when it changes
         self.batch_size = batch_size
-        self.next_batch = self._received if batch_size is None else Rebatcher(self._received, batch_size)
+        self.next_batch = (self._received if batch_size is None
+                           else Rebatcher(self._received, batch_size, settled=self._snapshot))
+        self.trained_token = None  # re-batching: the token of the batches wholly in the steps made so far
 
     def __next__(self):
         return self.next_batch()
+
+    def _snapshot(self):
+        self.trained_token = self._token()
+
+    def _token(self):
+        """The Connection's token, or None where the servers send no --meta."""
+        import tensorcom
+        try:
+            return self.connection.state_dict()
+        except tensorcom.ArgumentError:
+            return None
+
+    def data_state(self):
+        """The token of the server batches wholly trained on once the steps
+        handed out so far are done (None without --meta). Re-batching, a
+        received batch may be partly used: the token is the last one taken
+        when every sample received had gone into a step (Rebatcher's settled)."""
+        now = self._token()
+        if self.batch_size is None or now is None:
+            return now
+        return self.trained_token
+
+    def load_data_state(self, token):
+        """Takes a token (Connection.load_state_dict): what it lists must not come again."""
+        self.connection.load_state_dict(token)
+        self.trained_token = token
 
     def _received(self):
         batch = self._first_batch() if self.first else self.connection.recv()
@@ -272,6 +330,9 @@ class GeneratorBatches:
 
     def blocked_seconds(self):
         return self.blocked
+
+    def data_state(self):
+        return None  # no token: these inputs are not resumable mid-epoch
 
     def close(self):
         self.generator.close()
@@ -427,12 +488,16 @@ class Trainer:
         self.scaler.update()
         return loss
 
-    def state(self, epoch):
-        return {"epoch": epoch, "arch": self.arch, "classes": self.classes, "model": self.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict()}
+    def state(self, epoch, step=0, data=None):
+        """The checkpoint: `epoch` the last finished, `step` the steps done of
+        the next, `data` the input's token (None: not tensorcom, or no --meta)."""
+        return {"epoch": epoch, "step": step, "data": data, "arch": self.arch, "classes": self.classes,
+                "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scaler": self.scaler.state_dict()}
 
     def load_state(self, state, path):
-        """Loads state() from the checkpoint at path; returns its epoch."""
+        """Loads state() from the checkpoint at path; returns its epoch (its
+        step and token are read by resume())."""
         if (state["arch"], state["classes"]) != (self.arch, self.classes):
             raise ValueError(f"{path} holds a {state['arch']} with {state['classes']} classes, not a "
                              f"{self.arch} with {self.classes}")
@@ -483,12 +548,23 @@ def time_inputs(args, device):
 # --- training -------------------------------------------------------------------------
 
 def save_checkpoint(path, state):
-    """Writes state to path atomically: a temporary file beside it, flushed to
-    disk, then renamed over it, so a crash leaves the old checkpoint or the new."""
+    """Writes state to path atomically (save_atomically)."""
+    save_atomically(path, lambda f: torch.save(state, f))
+
+
+def save_json(path, value):
+    """Writes value as JSON to path atomically (save_atomically)."""
+    save_atomically(path, lambda f: f.write(json.dumps(value, separators=(",", ":")).encode() + b"\n"))
+
+
+def save_atomically(path, write):
+    """Writes path atomically with write(binary file): a temporary file beside
+    it, flushed to disk, then renamed over it, so a crash leaves the old
+    file or the new."""
     temp = f"{path}.tmp{os.getpid()}"
     try:
         with open(temp, "xb") as f:
-            torch.save(state, f)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(temp, path)
@@ -503,34 +579,115 @@ def save_checkpoint(path, state):
         os.close(directory)
 
 
+def data_token_path(args):
+    """The JSON token file beside --checkpoint: PATH.data.json, or
+    PATH.data-rank{R}.json when ranks write one each."""
+    if args.world == 1:
+        return f"{args.checkpoint}.data.json"
+    return f"{args.checkpoint}.data-rank{args.rank}.json"
+
+
+def writes_model(args):
+    """Rank 0 writes the model, as under DDP (the ranks' models are the same);
+    every rank writes its data token."""
+    return args.rank == 0
+
+
+class Start:
+    """Where training starts: after `epoch` finished epochs, `step` steps into
+    the next; `data` the token to load into a tensorcom input (or None)."""
+
+    def __init__(self, epoch=0, step=0, data=None, data_from=None):
+        self.epoch, self.step, self.data, self.data_from = epoch, step, data, data_from
+
+
 def resume(args, trainer, device):
-    """The first epoch to train: 1, or the one after --checkpoint's with --resume."""
+    """Start(): the beginning, or with --resume where --checkpoint stopped."""
     if not args.resume:
-        return 1
+        return Start()
     if not os.path.exists(args.checkpoint):
         say(f"no checkpoint at {args.checkpoint}: starting at epoch 1")
-        return 1
+        return Start()
     # Tensors and plain values only, no code; torch 1.13's weights_only
     # unpickler rejects floats, so there it loads as torch.save wrote it.
     safe = {"weights_only": True} if int(torch.__version__.split(".")[0]) >= 2 else {}
     state = torch.load(args.checkpoint, map_location=device, **safe)
     epoch = trainer.load_state(state, args.checkpoint)
-    say(f"resumed from {args.checkpoint} after epoch {epoch}")
-    return epoch + 1
+    step = state.get("step", 0)  # checkpoints before tokens have neither
+    say(f"resumed from {args.checkpoint} after {progress_point(epoch, step)}")
+    # The token file is what the servers were resumed from; the checkpoint's
+    # copy (the same unless a crash came between the two writes) otherwise.
+    path = data_token_path(args)
+    if os.path.exists(path):
+        with open(path) as f:
+            return Start(epoch, step, json.load(f), path)
+    data = state.get("data") if args.world == 1 else None
+    return Start(epoch, step, data, args.checkpoint if data is not None else None)
 
 
-def train_epoch(trainer, source, label, steps, args, device):
-    """One epoch of `steps` steps; prints its line."""
-    progress = Progress(label, steps, args.report, source, device)
+def progress_point(epoch, step):
+    """'epoch E', or 'epoch E and S steps of epoch E+1'."""
+    return f"epoch {epoch}" if step == 0 else f"epoch {epoch} and {step} steps of epoch {epoch + 1}"
+
+
+def save_training(args, trainer, source, epoch, step):
+    """The checkpoint (rank 0), then this rank's token file: a crash between
+    the two leaves a token behind the model, whose batches are trained on
+    again, rather than one ahead of it, whose batches would be lost."""
+    data = source.data_state()
+    if writes_model(args):
+        save_checkpoint(args.checkpoint, trainer.state(epoch, step, data))
+    if data is not None:
+        save_json(data_token_path(args), data)
+    files = [args.checkpoint] if writes_model(args) else []
+    files += [data_token_path(args)] if data is not None else []
+    say(f"saved {progress_point(epoch, step)} to {' and '.join(files) or 'nothing (rank without a token)'}")
+
+
+class StopSignals:
+    """SIGTERM and SIGUSR1 (Slurm's warning signal, --signal=USR1@N) ask
+    training to stop once the current step is done: the handler only takes
+    note, so a step is never cut short."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+    def __init__(self):
+        self.signum = None
+
+    def install(self):
+        for signum in self.SIGNALS:
+            signal.signal(signum, self._note)
+
+    def _note(self, signum, _frame):
+        if self.signum is None:
+            self.signum = signum
+
+    def __bool__(self):
+        return self.signum is not None
+
+    def name(self):
+        return signal.Signals(self.signum).name
+
+
+def train_epoch(trainer, source, label, steps, args, device, first_step=0, stop=None):
+    """Steps first_step .. steps-1 of an epoch, or fewer if `stop` is set
+    meanwhile; prints its line. Returns the steps done of the epoch."""
+    progress = Progress(label, steps - first_step, args.report, source, device)
     total_loss = torch.zeros((), device=device)
-    for _ in range(steps):
+    step = first_step
+    while step < steps and not stop:
         images, labels = next(source)
         loss = trainer.step(images, labels)
         total_loss += loss.detach().float()
+        step += 1
         progress.step(images.shape[0], loss)
     images, seconds, waiting = progress.finish()
-    say(f"{label}: loss {total_loss.item() / steps:.3f}, {images} images in {seconds:.2f} s, "
-        f"{images / seconds:.1f} images/s{waiting}")
+    done = step - first_step
+    part = "" if (first_step, step) == (0, steps) else f" (steps {first_step + 1} to {step} of {steps})"
+    if done:
+        say(f"{label}: loss {total_loss.item() / done:.3f}, {images} images in {seconds:.2f} s, "
+            f"{images / seconds:.1f} images/s{waiting}{part}")
+    return step
 
 
 def evaluate(trainer, source, label, steps, args, device):
@@ -553,33 +710,56 @@ def evaluate(trainer, source, label, steps, args, device):
 
 
 def train(args, device):
+    """Trains --epochs epochs; returns the exit status (128 + a signal's
+    number when SIGTERM or SIGUSR1 stopped it)."""
     data = args.data[0]
     trainer = Trainer(args, device)
-    first = resume(args, trainer, device)
-    if first > args.epochs:
-        say(f"{args.checkpoint} already holds epoch {first - 1} of {args.epochs}: nothing to do")
-        return
+    start = resume(args, trainer, device)
+    if start.epoch >= args.epochs:
+        say(f"{args.checkpoint} already holds epoch {start.epoch} of {args.epochs}: nothing to do")
+        return 0
+    stop = StopSignals()
+    stop.install()
     source = batches(data, args, device)
     val = None
     try:
+        if start.data is not None and isinstance(source, TensorcomBatches):
+            source.load_data_state(start.data)
+            say(f"data token loaded from {start.data_from}")
         if args.val is not None:
             urls = args.val[len("tensorcom:"):] if args.val.startswith("tensorcom:") else args.val
             val = TensorcomBatches(urls, args, device, split=False)
         steps = args.epoch_size or source.steps_per_epoch()
         whose = "" if args.epoch_size else " (the input's epoch; --epoch-size sets it)"
-        say(f"{data}: epochs {first} to {args.epochs}, {steps} steps each{whose}")
-        for epoch in range(first, args.epochs + 1):
+        say(f"{data}: epochs {start.epoch + 1} to {args.epochs}, {steps} steps each{whose}")
+        first_step = start.step
+        for epoch in range(start.epoch + 1, args.epochs + 1):
             label = f"epoch {epoch}/{args.epochs}"
-            train_epoch(trainer, source, label, steps, args, device)
+            done = train_epoch(trainer, source, label, steps, args, device, first_step, stop)
+            first_step = 0
+            if done < steps:  # stopped by a signal
+                return stopped(args, trainer, source, stop, epoch - 1, done)
             if val is not None:
                 evaluate(trainer, val, f"{label} val", args.val_size, args, device)
             if args.checkpoint is not None:
-                save_checkpoint(args.checkpoint, trainer.state(epoch))
-                say(f"saved epoch {epoch} to {args.checkpoint}")
+                save_training(args, trainer, source, epoch, 0)
+            if stop and epoch < args.epochs:
+                return stopped(args, trainer, source, stop, epoch, 0, saved=True)
+        return 0
     finally:
         source.close()
         if val is not None:
             val.close()
+
+
+def stopped(args, trainer, source, stop, epoch, step, saved=False):
+    """After a stop signal: the checkpoint (unless just saved), one line, the exit status."""
+    if args.checkpoint is not None and not saved:
+        save_training(args, trainer, source, epoch, step)
+    status = 128 + stop.signum
+    kept = "checkpoint saved" if args.checkpoint is not None else "no --checkpoint: nothing saved"
+    say(f"{stop.name()}: stopped after {progress_point(epoch, step)} ({kept}); exit status {status}")
+    return status
 
 
 def main(argv=None):
@@ -591,9 +771,8 @@ def main(argv=None):
     say(f"{args.arch} on {device}, amp {amp}, channels-last {args.channels_last}")
     if args.epochs is None:
         time_inputs(args, device)
-    else:
-        train(args, device)
-    return 0
+        return 0
+    return train(args, device)
 
 
 def main_reporting_errors():

@@ -5,10 +5,12 @@ torch_cuda). Environment as test_bindings.py.
 """
 
 import importlib.util
+import json
 import os
 import pty
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -415,3 +417,212 @@ def test_train_progress_bar_on_a_terminal():
     assert re.search(r"train: synthetic: +100%.* 6/6 \[[\d:]+<[\d:]+, +[\d.]+img/s, loss [\d.]+, waiting for data",
                      text), text
     assert "step 1/3" not in text  # no plain lines on a terminal
+
+
+# --- train.py: checkpoints with the data token, signals, resuming mid-epoch ---------------
+
+SHARDS_EXE = os.path.join(BUILD_DIR, "servers", "serve-imagenet-shards")
+RESUME_BATCH = 4        # the server's batches
+RESUME_EPOCH = 8        # --epoch-batches: train.py's epoch is as many steps
+SIGNALLED_AFTER = 4     # steps done when the signal comes (one more if it waits for a batch meanwhile)
+
+
+def tiny_shards(directory, shards=2, samples=16):
+    """Shards of small JPEGs (label = shard index); returns a brace pattern naming them."""
+    Image = pytest.importorskip("PIL.Image")
+    import io
+    import tarfile
+    rng = np.random.default_rng(11)
+    paths = []
+    for s in range(shards):
+        path = os.path.join(directory, f"shard-{s}.tar")
+        with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
+            for i in range(samples):
+                jpeg = io.BytesIO()
+                Image.fromarray(rng.integers(0, 256, (24, 24, 3), dtype=np.uint8)).save(jpeg, "JPEG")
+                for ext, data in (("jpg", jpeg.getvalue()), ("cls", str(s).encode())):
+                    info = tarfile.TarInfo(f"s{s}_{i:03d}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+        paths.append(path)
+    return "{" + ",".join(paths) + "}"
+
+
+@contextmanager
+def shard_server(shards, url, tmp_path, name, extra=()):
+    """serve-imagenet-shards with --meta and an epoch of RESUME_EPOCH batches,
+    one epoch, on url; yields the process (killed at the end)."""
+    if not os.access(SHARDS_EXE, os.X_OK):
+        pytest.skip(f"{SHARDS_EXE} is not built")
+    log = open(tmp_path / f"{name}.log", "wb")
+    proc = subprocess.Popen([SHARDS_EXE, "-u", shards, "--meta", "-b", str(RESUME_BATCH), "--size", "32",
+                             "--epoch-batches", str(RESUME_EPOCH), "--epochs", "1", "--seed", "5", "-w", "1",
+                             "-r", "0", "--classes", "10", *extra, url],
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    log.close()
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def train_args(checkpoint, url, *extra):
+    return [sys.executable, TRAIN, "--arch", "resnet18", "--device", "cpu", "--no-amp", "--classes", "10",
+            "--report", "1", "--epochs", "1", "--epoch-size", str(RESUME_EPOCH), "--checkpoint", str(checkpoint),
+            "--timeout", "30", "--data", f"tensorcom:{url}", *extra]
+
+
+def read_lines_until(proc, pattern, deadline):
+    """Lines of proc's stdout up to one matching pattern; fails past the deadline."""
+    lines = []
+    while time.monotonic() < deadline:
+        if not select.select([proc.stdout], [], [], 0.5)[0]:
+            continue
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if re.search(pattern, line):
+            return lines
+    raise AssertionError(f"no line matching {pattern!r}:\n{''.join(lines)}")
+
+
+def consumed_batches(token, epoch=0):
+    """{stream: set of batch indices of `epoch` the token counts consumed}."""
+    out = {}
+    for name, stream in token["streams"].items():
+        if epoch < stream["complete"]:
+            out[name] = set(range(RESUME_EPOCH))
+        else:
+            ranges = stream["epochs"].get(str(epoch), {"consumed": []})["consumed"]
+            out[name] = {i for a, b in ranges for i in range(a, b)}
+    return out
+
+
+def signalled_part(tmp_path, ipc_dir, shards, checkpoint):
+    """train.py fed SIGNALLED_AFTER batches through a relay, then SIGUSR1 once
+    it said it did that many steps (it stops there, or waits for its next
+    batch and stops after that one), then one more batch. Returns (steps
+    done, its stdout)."""
+    zmq = pytest.importorskip("zmq")
+    ctx = zmq.Context()
+    pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+    for sock in (pull, push):
+        sock.setsockopt(zmq.LINGER, 0)
+    pull.bind(f"ipc://{ipc_dir}/in")
+    push.bind(f"ipc://{ipc_dir}/out")
+    proc = None
+    try:
+        with shard_server(shards, f"zpush+ipc://{ipc_dir}/in", tmp_path, "server-1"):
+            proc = subprocess.Popen(train_args(checkpoint, f"zrpull+ipc://{ipc_dir}/out"), stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+            deadline = time.monotonic() + 120
+
+            def relay(count, flags=0):
+                for _ in range(count):
+                    assert pull.poll(30000), "no batch from the server"
+                    try:
+                        push.send_multipart(pull.recv_multipart(), flags)
+                    except zmq.Again:  # the trainer stopped and left
+                        pass
+
+            push.setsockopt(zmq.SNDTIMEO, 60000)  # until the trainer connects
+            relay(SIGNALLED_AFTER)
+            out = read_lines_until(proc, rf"epoch 1/1 step {SIGNALLED_AFTER}/{RESUME_EPOCH} ", deadline)
+            proc.send_signal(signal.SIGUSR1)
+            relay(1, zmq.NOBLOCK)
+            rest, err = proc.communicate(timeout=max(1, deadline - time.monotonic()))
+            assert proc.returncode == 128 + signal.SIGUSR1, err
+            out = "".join(out) + rest
+            m = re.search(r"^train: SIGUSR1: stopped after epoch 0 and (\d+) steps of epoch 1 \(checkpoint saved\); "
+                          r"exit status 138$", out, re.M)
+            assert m and int(m.group(1)) in (SIGNALLED_AFTER, SIGNALLED_AFTER + 1), out
+            return int(m.group(1)), out
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        ctx.destroy(linger=0)
+
+
+def test_train_signal_mid_epoch_then_resume_trains_exactly_the_rest(tmp_path, ipc_dir):
+    """SIGUSR1 mid-epoch: train.py finishes its step, writes the checkpoint
+    (epoch 0, step 4 or 5, the token) and the token file, and exits 138.
+    Resumed against serve-imagenet-shards --resume TOKENFILE, it trains the
+    epoch's other batches: the two parts' batches are the epoch's, each once."""
+    pytest.importorskip("torchvision")
+    shards = tiny_shards(str(tmp_path))
+    checkpoint = tmp_path / "model.pt"
+    token_file = tmp_path / "model.pt.data.json"
+    done, out = signalled_part(tmp_path, ipc_dir, shards, checkpoint)
+    assert f"train: saved epoch 0 and {done} steps of epoch 1 to {checkpoint} and {token_file}" in out, out
+    state = torch.load(str(checkpoint))
+    assert (state["epoch"], state["step"]) == (0, done)
+    with open(token_file) as f:
+        first = json.load(f)
+    assert state["data"] == first
+    assert consumed_batches(first) == {"0/1": set(range(done))}  # one server, in order, no re-batching
+    assert sorted(os.listdir(tmp_path)) == ["model.pt", "model.pt.data.json", "server-1.log", "shard-0.tar",
+                                            "shard-1.tar"]  # no temporary file left
+
+    url = f"ipc://{ipc_dir}/resumed"
+    with shard_server(shards, "zrpush+" + url, tmp_path, "server-2", ["--resume", str(token_file)]):
+        r = subprocess.run(train_args(checkpoint, "zrpull+" + url, "--resume"), capture_output=True, text=True,
+                           timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr + (tmp_path / "server-2.log").read_text()
+    assert f"train: resumed from {checkpoint} after epoch 0 and {done} steps of epoch 1" in r.stdout, r.stdout
+    assert f"train: data token loaded from {token_file}" in r.stdout, r.stdout
+    rest = RESUME_EPOCH - done
+    assert re.search(rf"train: epoch 1/1: loss [\d.]+, {rest * RESUME_BATCH} images in [\d.]+ s, .*"
+                     rf"\(steps {done + 1} to {RESUME_EPOCH} of {RESUME_EPOCH}\)$", r.stdout, re.M), r.stdout
+    with open(token_file) as f:
+        final = json.load(f)
+    state = torch.load(str(checkpoint))
+    assert (state["epoch"], state["step"], state["data"]) == (1, 0, final)
+    # The Connection refuses a batch its loaded token lists (served twice), so
+    # the second part's batches are new; with the first part's they make the epoch.
+    assert final["streams"]["0/1"]["complete"] == 1 and final["streams"]["0/1"]["epochs"] == {}
+    assert len(consumed_batches(first)["0/1"]) + rest == RESUME_EPOCH
+
+
+def meta_batch(index, n=4, stream="s"):
+    """A batch as a --meta server sends it: images, labels, the msgpack map."""
+    msgpack = pytest.importorskip("msgpack")
+    meta = msgpack.packb({"stream": stream, "fingerprint": "0123456789abcdef", "seed": 1, "epoch": 0,
+                          "batch": index, "batches": 100})
+    images, labels = sized_batch(index, 8, n)
+    return [images, labels, np.frombuffer(meta, np.uint8)], ["", "", "meta"]
+
+
+def test_train_token_counts_only_batches_wholly_trained_when_rebatching(ipc_dir):
+    """Server batches of 4 re-batched to 3: after each step the token lists
+    the batches whose every sample went into a step done, never one partly used."""
+    train = train_module()
+    args = train.parse_args(["--data", "synthetic", "--timeout", "20"])
+    with tensorcom.Connection(f"zrpush+ipc://{ipc_dir}/r") as push:
+        source = train.TensorcomBatches(f"zrpull+ipc://{ipc_dir}/r", args, torch.device("cpu"), 3)
+        try:
+            for i in range(5):
+                push.send(*meta_batch(i))
+            counts = []
+            for _ in range(6):  # steps of samples 0-2, 3-5, 6-8, 9-11, 12-14, 15-17
+                next(source)
+                counts.append(len(consumed_batches(source.data_state()).get("s", ())))
+        finally:
+            source.close()
+    # Step 2 used the rest of batch 0 and part of batch 1; step 4 ended batch 2 with
+    # nothing left over; step 5 left part of batch 3 for step 6.
+    assert counts == [0, 1, 2, 3, 3, 4]
+
+
+def test_train_without_meta_writes_no_token(tmp_path):
+    """serve-ten sends no --meta: the checkpoint's token is None and no token file is written."""
+    path = synth_ten(tmp_path, size=16, count=2, classes=10)
+    checkpoint = tmp_path / "model.pt"
+    with serve_ten(tmp_path, "zrpush://127.0.0.1:0", path) as port:
+        out = run_train("--epochs", "1", "--epoch-size", "1", "--data", f"tensorcom:zrpull://127.0.0.1:{port}",
+                        "--classes", "10", "--checkpoint", str(checkpoint), "--timeout", "20", "--no-amp")
+    assert f"train: saved epoch 1 to {checkpoint}\n" in out, out
+    assert torch.load(str(checkpoint))["data"] is None
+    assert not os.path.exists(f"{checkpoint}.data.json")
