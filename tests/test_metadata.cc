@@ -21,7 +21,7 @@ TEST_CASE("metadata round trip") {
   SUBCASE("bytes") { CHECK(decode_metadata(encode_metadata(meta)) == meta); }
   SUBCASE("with the batch's place in a resumable stream") {
     meta.epoch = 3;
-    meta.place = BatchMetadata::StreamPlace{"2/8", "0123456789abcdef", 5, 41, 156, false};
+    meta.place = StreamPlace{"2/8", "0123456789abcdef", 5, 41, 156, false};
     CHECK(decode_metadata(encode_metadata(meta)) == meta);
     meta.place->batches.reset();
     meta.place->last = true;

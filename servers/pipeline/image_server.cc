@@ -510,7 +510,7 @@ BatchMetadata ImageServer::metadata_of(AssembledBatch& batch) const {
   m.geometry = std::move(batch.geometry);
   m.epoch = batch.place.epoch;
   m.size = static_cast<std::uint32_t>(batch.size);
-  BatchMetadata::StreamPlace& place = m.place.emplace();
+  StreamPlace& place = m.place.emplace();
   place.stream = identity_.stream;
   place.fingerprint = identity_.fingerprint;
   place.seed = options_.order.seed;

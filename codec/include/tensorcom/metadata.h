@@ -49,6 +49,18 @@ struct SampleGeometry {
   bool operator==(const SampleGeometry&) const = default;
 };
 
+// Where a batch sits in a server's resumable stream (docs/deploy.md, "Resuming").
+struct StreamPlace {
+  std::string stream;       // the server's stable name
+  std::string fingerprint;  // of what decides the stream's batches
+  std::uint64_t seed = 0;
+  std::uint64_t batch = 0;               // index within its epoch
+  std::optional<std::uint64_t> batches;  // the epoch's batch count, when known in advance
+  bool last = false;                     // the epoch's last batch
+
+  bool operator==(const StreamPlace&) const = default;
+};
+
 struct BatchMetadata {
   std::vector<std::string> keys;         // sample keys, in batch order
   std::vector<std::string> shards;       // the shard each sample came from, same order
@@ -57,18 +69,7 @@ struct BatchMetadata {
   std::vector<SampleGeometry> geometry;  // per sample, same order; empty: not recorded
   std::optional<std::uint64_t> epoch;    // the epoch the samples were read in; unset: not recorded
   std::optional<std::uint32_t> size;     // the images' height and width; unset: not recorded
-  // Where the batch sits in a resumable stream; unset: not recorded.
-  struct StreamPlace {
-    std::string stream;
-    std::string fingerprint;
-    std::uint64_t seed = 0;
-    std::uint64_t batch = 0;
-    std::optional<std::uint64_t> batches;
-    bool last = false;
-
-    bool operator==(const StreamPlace&) const = default;
-  };
-  std::optional<StreamPlace> place;
+  std::optional<StreamPlace> place;      // where the batch sits in a resumable stream; unset: not recorded
 
   bool operator==(const BatchMetadata&) const = default;
 };
