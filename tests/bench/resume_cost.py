@@ -21,7 +21,8 @@ sent) and the wall clock from starting it to the last batch received; each
 is the best of --repeat runs, the page cache warmed by a first run. The
 receiver is tensorcom.Connection (from BUILD/bindings) with a queue large
 enough to take an epoch, so that the server never waits for it.
-Needs numpy and cv2 for the synthetic shards, msgpack for the token.
+Needs numpy and cv2 for the synthetic shards, and msgpack (the Connection
+reads the batches' metadata with it).
 """
 import argparse
 import io
@@ -78,7 +79,7 @@ def count_samples(pattern):
     return len(keys)
 
 
-def serve(args, tensorcom, msgpack, workers, epoch_batches, resume=None, token_after=None):
+def serve(args, tensorcom, workers, epoch_batches, resume=None, token_after=None):
     """Runs the server for one epoch (from the token file `resume`, if
     given), receiving every batch. Returns (server seconds, wall seconds,
     arrival times from the start, images, token after `token_after`
@@ -120,18 +121,18 @@ def serve(args, tensorcom, msgpack, workers, epoch_batches, resume=None, token_a
     return float(m.group(3)), arrivals[-1], arrivals, images, token
 
 
-def measure(args, tensorcom, msgpack, workers, epoch_batches, tmp):
+def measure(args, tensorcom, workers, epoch_batches, tmp):
     fulls, resumes, tails = [], [], []
     token_path = os.path.join(tmp, f"token-w{workers}.json")
     for rep in range(args.repeat + 1):
-        server_s, wall_s, arrivals, images, token = serve(args, tensorcom, msgpack, workers, epoch_batches,
+        server_s, wall_s, arrivals, images, token = serve(args, tensorcom, workers, epoch_batches,
                                                           token_after=args.consumed)
         consumed = token["streams"]["0/1"]["epochs"]["0"]["consumed"]
         if consumed != [[0, args.consumed]]:
             sys.exit(f"the first {args.consumed} batches received were {consumed}, not in order")
         with open(token_path, "w", encoding="utf-8") as f:
             json.dump(token, f)
-        r_server_s, r_wall_s, r_arrivals, r_images, _ = serve(args, tensorcom, msgpack, workers, epoch_batches,
+        r_server_s, r_wall_s, r_arrivals, r_images, _ = serve(args, tensorcom, workers, epoch_batches,
                                                               resume=token_path)
         if rep == 0:
             continue  # warms the page cache
@@ -156,7 +157,6 @@ def main():
     parser.add_argument("--timeout", type=float, default=300)
     args = parser.parse_args()
     sys.path.insert(0, os.path.join(args.build, "bindings"))
-    import msgpack
     import tensorcom
 
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
@@ -176,7 +176,7 @@ def main():
               f"| first batch: {'full':>6} {'resumed':>8}")
         worst = 0.0
         for workers in (int(w) for w in args.workers.split(",")):
-            full, resumed, tail = measure(args, tensorcom, msgpack, workers, epoch_batches, tmp)
+            full, resumed, tail = measure(args, tensorcom, workers, epoch_batches, tmp)
             share = 1 - args.consumed / epoch_batches
             overhead = 100 * (resumed[0] - share * full[0]) / full[0]
             wall_overhead = 100 * (resumed[1] - share * full[1]) / full[1]
