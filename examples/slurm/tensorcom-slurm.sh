@@ -28,19 +28,35 @@
 #                        of TC_RANK_BATCHES steps)
 #   TC_MASTER_PORT       torch.distributed's rendezvous port (29500)
 #   TC_STOP_WAIT         seconds the servers get to exit once told (20)
+#   TC_CHECKPOINT        checkpoint directory (requeue.sbatch): the trainers'
+#                        token files there (*.data.json, *.data-rank*.json)
+#                        are merged into servers-token.json for the servers'
+#                        --resume; the default TC_TRAINER checkpoints to
+#                        model.pt there and resumes from it
+#   TC_PYTHON            the Python with tensorcom, for the merge (python3)
+#   TC_CHECKPOINT_WAIT   seconds the trainer ranks get to checkpoint and exit
+#                        after USR1 before they are killed (60)
+#   TC_KILL_ON_BAD_EXIT  srun --kill-on-bad-exit of the trainer step (1; 0 in
+#                        requeue.sbatch: a rank that stops first must not
+#                        kill the others while they checkpoint)
 set -euo pipefail
 
 : "${TC_SERVERS_PER_NODE:=4}" "${TC_PORT:=7880}" "${TC_BIND_HOST:=*}" "${TC_BATCH:=64}"
 : "${TC_EPOCH_BATCHES:=0}" "${TC_EPOCHS:=0}" "${TC_SERVER:=serve-imagenet-shards}" "${TC_SERVER_ARGS:=}"
 : "${TC_RANKS_PER_NODE:=1}" "${TC_MASTER_PORT:=29500}" "${TC_STOP_WAIT:=20}"
+: "${TC_CHECKPOINT:=}" "${TC_PYTHON:=python3}" "${TC_CHECKPOINT_WAIT:=60}" "${TC_KILL_ON_BAD_EXIT:=1}"
 export TC_SERVERS_PER_NODE TC_PORT TC_BIND_HOST TC_BATCH TC_EPOCH_BATCHES TC_EPOCHS TC_SERVER TC_SERVER_ARGS
-export TC_RANKS_PER_NODE TC_MASTER_PORT
+export TC_RANKS_PER_NODE TC_MASTER_PORT TC_CHECKPOINT TC_PYTHON
 TC_SLURM_SCRIPT=$(readlink -f "${BASH_SOURCE[0]}")
 TC_EXAMPLES=$(dirname "$(dirname "$TC_SLURM_SCRIPT")")
 if [ -z "${TC_TRAINER:-}" ]; then
   # A command line, expanded in each rank by tc_train, not here.
   # shellcheck disable=SC2016,SC2089
   TC_TRAINER='python3 "$TC_EXAMPLES/pytorch/train.py" --data "tensorcom:$TC_URLS" --epochs 1 --epoch-size "$TC_RANK_BATCHES"'
+  if [ -n "$TC_CHECKPOINT" ]; then
+    # shellcheck disable=SC2016,SC2089
+    TC_TRAINER+=' --checkpoint "$TC_CHECKPOINT/model.pt" --resume'
+  fi
 fi
 # shellcheck disable=SC2090
 export TC_SLURM_SCRIPT TC_EXAMPLES TC_TRAINER
@@ -91,10 +107,79 @@ tc_start_servers() {
   TC_SERVERS_PID=$!
 }
 
-# Runs every trainer rank (srun options in "$@") and returns its status.
+# Runs every trainer rank (srun options in "$@") and returns its status. The
+# step runs in the background so that a trapped signal (tc_on_warning) is
+# handled while the ranks train: bash runs traps only between commands.
 tc_run_trainers() {
-  srun "$@" --ntasks-per-node="$TC_RANKS_PER_NODE" --distribution=block --kill-on-bad-exit=1 \
-    bash "$TC_SLURM_SCRIPT" train
+  srun "$@" --ntasks-per-node="$TC_RANKS_PER_NODE" --distribution=block --kill-on-bad-exit="$TC_KILL_ON_BAD_EXIT" \
+    bash "$TC_SLURM_SCRIPT" train &
+  TC_TRAINERS_PID=$!
+  local pid=$TC_TRAINERS_PID
+  while jobs -rp | grep -qx "$pid"; do
+    if [ -n "${TC_WARNED_AT:-}" ] && ((SECONDS - TC_WARNED_AT > TC_CHECKPOINT_WAIT)); then
+      tc_say "the trainer ranks did not stop within $TC_CHECKPOINT_WAIT s of USR1: killing them"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    sleep 1 &
+    wait $! || true  # a trapped signal ends the wait early
+  done
+  TC_TRAINERS_PID=
+  wait "$pid"
+}
+
+# The trap for USR1, which Slurm sends the batch shell ahead of the time
+# limit (sbatch --signal=B:USR1@SECONDS): passes it on to the trainer ranks
+# (srun forwards it to every task), which checkpoint after their current
+# step and exit; tc_requeue_if_warned then requeues the job.
+tc_on_warning() {
+  [ -z "${TC_WARNED_AT:-}" ] || return 0
+  TC_WARNED_AT=$SECONDS
+  tc_say "USR1: the time limit is near; telling the trainer ranks to checkpoint"
+  if [ -n "${TC_TRAINERS_PID:-}" ]; then
+    kill -USR1 "$TC_TRAINERS_PID" 2>/dev/null || true
+  fi
+}
+
+# After the trainers ended with status $1: if USR1 came and they did not
+# all finish (status 0), stops the servers and requeues the job (the
+# requeued job resumes from the checkpoint directory: tc_prepare_resume).
+tc_requeue_if_warned() {
+  [ -n "${TC_WARNED_AT:-}" ] || return 0
+  if [ "$1" -eq 0 ]; then
+    tc_say "the trainer ranks finished before the time limit: not requeueing"
+    return 0
+  fi
+  tc_stop_servers
+  tc_say "trainer ranks stopped (status $1): requeueing job $SLURM_JOB_ID"
+  scontrol requeue "$SLURM_JOB_ID"
+  # Slurm now ends this run of the job; wait for it rather than end "failed".
+  sleep 60
+  tc_fail "job $SLURM_JOB_ID was not requeued"
+}
+
+# With TC_CHECKPOINT: gives the servers --meta and, if the trainers left
+# token files there, their union (tensorcom.resume merge) as
+# TC_RESUME_TOKEN, which tc_serve passes as --resume.
+tc_prepare_resume() {
+  TC_RESUME_TOKEN=
+  if [ -z "$TC_CHECKPOINT" ]; then
+    export TC_RESUME_TOKEN
+    return 0
+  fi
+  mkdir -p "$TC_CHECKPOINT"
+  [[ " $TC_SERVER_ARGS " == *" --meta "* ]] || TC_SERVER_ARGS+=" --meta"
+  local tokens
+  tokens=$(find "$TC_CHECKPOINT" -maxdepth 1 -type f \( -name '*.data.json' -o -name '*.data-rank*.json' \) | sort)
+  if [ -z "$tokens" ]; then
+    tc_say "no token files in $TC_CHECKPOINT: the servers start from the beginning"
+  else
+    TC_RESUME_TOKEN=$TC_CHECKPOINT/servers-token.json
+    # shellcheck disable=SC2086  # one path a line, written by the trainers
+    (IFS=$'\n'; "$TC_PYTHON" -m tensorcom.resume merge "$TC_RESUME_TOKEN" $tokens) >&2 ||
+      tc_fail "cannot merge the token files in $TC_CHECKPOINT"
+    tc_say "servers resume from $TC_RESUME_TOKEN (restart ${SLURM_RESTART_COUNT:-0})"
+  fi
+  export TC_SERVER_ARGS TC_RESUME_TOKEN
 }
 
 # Tells the servers to finish (srun passes SIGTERM on to them) and waits for
@@ -123,10 +208,12 @@ tc_serve() {
     bind=$(getent ahostsv4 "$(tc_node_address "$SLURMD_NODENAME")" | head -n 1 | cut -d ' ' -f 1)
     [ -n "$bind" ] || tc_fail "no IPv4 address for node $SLURMD_NODENAME"
   fi
+  local resume=()
+  [ -z "${TC_RESUME_TOKEN:-}" ] || resume=(--resume "$TC_RESUME_TOKEN")
   tc_say "server rank $SLURM_PROCID of $world on $SLURMD_NODENAME, port $((TC_PORT + SLURM_LOCALID))"
   # shellcheck disable=SC2086  # TC_SERVER_ARGS is a list of options
   exec "$TC_SERVER" -u "$TC_SHARDS" --rank "$SLURM_PROCID" --world "$world" -b "$TC_BATCH" \
-    --epochs "$TC_EPOCHS" --epoch-batches "$TC_EPOCH_BATCHES" $TC_SERVER_ARGS \
+    --epochs "$TC_EPOCHS" --epoch-batches "$TC_EPOCH_BATCHES" $TC_SERVER_ARGS "${resume[@]}" \
     "zrpush://$bind:$((TC_PORT + SLURM_LOCALID))"
 }
 

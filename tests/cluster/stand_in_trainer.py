@@ -6,6 +6,7 @@ to check exactly-once and equal batch counts. No model, no GPU.
 
     stand_in_trainer.py --urls URLS --out FILE [--split | --dataset]
                         [--rank R --world W] [--batches N] [--idle S]
+                        [--token FILE]
 
 Rank and world default to RANK and WORLD_SIZE (as torchrun and
 examples/slurm/ set them), else 0 of 1. --split connects to the rank's
@@ -14,10 +15,18 @@ TensorcomDataset(rank=, world=) and a DataLoader, as a torch user would;
 otherwise all URLs are this rank's (one server group per rank, or PUB).
 It stops after --batches, or once no batch came for --idle seconds after
 the first (the servers ran their --epochs and exited).
+
+--token FILE makes it a resumable rank, as train.py --checkpoint is: it
+loads FILE if it exists (Connection.load_state_dict), receives the rest of
+that epoch (Connection.iter_epoch; servers need --meta), says each batch on
+a line, and writes its token to FILE atomically at the end; SIGUSR1 or
+SIGTERM stop it after the current batch, with the token written, exit
+status 128 + the signal's number.
 """
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 
@@ -40,6 +49,7 @@ def parse_args():
     p.add_argument("--batches", type=int, help="stop after this many batches")
     p.add_argument("--idle", type=float, default=2.0, help="stop after this long without a batch")
     p.add_argument("--delay", type=float, default=0.0, help="seconds of 'training' per batch (a slow rank)")
+    p.add_argument("--token", help="resume token file: loaded if it exists, written at the end and on USR1/TERM")
     return p.parse_args()
 
 
@@ -69,11 +79,42 @@ def via_dataset(args):
 
 def describe(batch):
     meta = msgpack.unpackb(bytes(batch[2].tobytes()), raw=False)
-    return {"server": meta["server"], "sequence": meta["seq"], "keys": meta["keys"]}
+    return {"server": meta["server"], "sequence": meta["seq"], "keys": meta["keys"], "stream": meta.get("stream"),
+            "epoch": meta.get("epoch"), "batch": meta.get("batch")}
+
+
+def write_atomically(path, value):
+    temp = f"{path}.tmp{os.getpid()}"
+    with open(temp, "w") as f:
+        json.dump(value, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temp, path)
+
+
+def resumable_epoch(connection, args):
+    """One epoch (the rest of the token's) until a stop signal; returns
+    (batches described, the signal's number or None)."""
+    stop = []
+    for signum in (signal.SIGUSR1, signal.SIGTERM):
+        signal.signal(signum, lambda number, _frame: stop.append(number))
+    if os.path.exists(args.token):
+        with open(args.token) as f:
+            connection.load_state_dict(json.load(f))
+    batches = []
+    for batch in connection.iter_epoch():
+        batches.append(describe(batch))
+        print(f"stand-in trainer rank {args.rank}: batch {len(batches)}", flush=True)
+        time.sleep(args.delay)
+        if stop:
+            break
+    write_atomically(args.token, connection.state_dict())
+    return batches, (stop[0] if stop else None)
 
 
 def main():
     args = parse_args()
+    stopped = None  # the signal that stopped a --token run
     if args.dataset and args.batches is None:
         sys.exit("stand_in_trainer.py: --dataset needs --batches, the dataset's length")
     if args.dataset:
@@ -82,16 +123,19 @@ def main():
     else:
         urls = tensorcom.rank_urls(args.urls.split(), args.rank, args.world) if args.split else args.urls.split()
         connection = tensorcom.Connection(urls, timeout=FIRST_BATCH_WAIT_S)
-        batches = []
-        for batch in received(connection, args):
-            batches.append(describe(batch))
-            time.sleep(args.delay)
+        if args.token:
+            batches, stopped = resumable_epoch(connection, args)
+        else:
+            batches = []
+            for batch in received(connection, args):
+                batches.append(describe(batch))
+                time.sleep(args.delay)
         connection.close()
     with open(args.out, "w") as f:
         json.dump({"rank": args.rank, "world": args.world, "urls": urls, "batches": batches}, f)
-    print(f"stand-in trainer rank {args.rank} of {args.world}: {len(batches)} batches from {len(urls)} servers",
-          flush=True)
-    return 0
+    print(f"stand-in trainer rank {args.rank} of {args.world}: {len(batches)} batches from {len(urls)} servers"
+          + (f", stopped by {signal.Signals(stopped).name}" if stopped else ""), flush=True)
+    return 0 if stopped is None else 128 + stopped
 
 
 if __name__ == "__main__":

@@ -12,10 +12,20 @@ own port) as root, on ports found free, and submits with sbatch --wait:
 
 Both use --epoch-batches and --epochs 1; the job stops the servers once the
 trainers end. Asserted: every sample of the epoch reached the
-ranks exactly once, both ranks got the same number of batches. Everything
-started is killed and the temp dir removed at the end; every wait is
-bounded. Skipped (exit 77) without root or the daemons.
+ranks exactly once, both ranks got the same number of batches.
+
+- requeue.sbatch: 2 servers and 2 resumable stand-in ranks (--token); once
+  each rank has a few batches the test sends the batch shell USR1 (as
+  --signal=B:USR1@N would), the script passes it on, the ranks write their
+  tokens and stop, the script requeues the job; run again, it merges the
+  tokens and resumes the servers. Asserted: the batches consumed before the
+  token (part 1) and the batches of part 2 are every batch of the epoch
+  once, and their samples (keys from --meta) every sample once.
+
+Everything started is killed and the temp dir removed at the end; every
+wait is bounded. Skipped (exit 77) without root or the daemons.
 """
+import json
 import os
 import shutil
 import socket
@@ -27,7 +37,7 @@ import time
 import pytest
 
 from cluster_helpers import (BINDINGS, SHARDS_EXE, TRAINER, assert_exactly_once, batch_counts, bindings_built,
-                             brace, make_shards, read_reports)
+                             brace, keys_of, make_shards, read_reports)
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "slurm")
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo", "srun", "scancel")
@@ -35,6 +45,7 @@ NODES = {"tc1": "127.0.0.1", "tc2": "127.0.0.2", "tc3": "127.0.0.3"}
 START_S = 30   # the cluster up, at most
 JOB_S = 60     # one job, at most
 BATCH = 4
+CRED_EXPIRE_S = 10  # step credentials' lifetime, and the wait before a requeued job starts again
 
 
 def missing():
@@ -82,7 +93,8 @@ def slurm_conf(d, ports):
         f"SlurmctldHost={socket.gethostname()}(127.0.0.1)",
         f"SlurmctldPort={ports['ctld']}",
         "SlurmUser=root", "SlurmdUser=root",
-        "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={d}/munge/socket",
+        # cred_expire: also how long a requeued job waits before it starts again (default 120 s).
+        "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={d}/munge/socket,cred_expire={CRED_EXPIRE_S}",
         f"StateSaveLocation={d}/state", f"SlurmdSpoolDir={d}/spool/%n",
         f"SlurmctldPidFile={d}/slurmctld.pid", f"SlurmdPidFile={d}/slurmd-%n.pid",
         f"SlurmctldLogFile={d}/log/slurmctld.log", f"SlurmdLogFile={d}/log/slurmd-%n.log",
@@ -188,16 +200,20 @@ def cluster():
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def job_env(cluster, out_dir, parameters, trainer=None):
+    trainer = trainer or (f"{sys.executable} {TRAINER} --urls \"$TC_URLS\" --split --batches \"$TC_RANK_BATCHES\" "
+                          f"--out {out_dir}/rank-$RANK.json")
+    return dict(cluster.env, PYTHONPATH=BINDINGS, PYTHONDONTWRITEBYTECODE="1", TC_SERVER=SHARDS_EXE,
+                TC_SLURM_DIR=EXAMPLES, TC_TRAINER=trainer, TC_BATCH=str(BATCH), TC_STOP_WAIT="10",
+                # One epoch a server: a rank that takes its batches from several servers
+                # mixes their epochs when one runs ahead (docs/deploy.md).
+                TC_EPOCHS="1",
+                TC_SERVER_ARGS="--size 16 -w 1 -r 0 --meta --shuffle 8", **parameters)
+
+
 def submit(cluster, script, parameters, out_dir):
     """sbatch --wait of an example with TC_* parameters; its reports by rank."""
-    trainer = (f"{sys.executable} {TRAINER} --urls \"$TC_URLS\" --split --batches \"$TC_RANK_BATCHES\" "
-               f"--out {out_dir}/rank-$RANK.json")
-    env = dict(cluster.env, PYTHONPATH=BINDINGS, PYTHONDONTWRITEBYTECODE="1", TC_SERVER=SHARDS_EXE,
-               TC_SLURM_DIR=EXAMPLES, TC_TRAINER=trainer, TC_BATCH=str(BATCH), TC_STOP_WAIT="10",
-               # One epoch a server: a rank that takes its batches from several servers
-               # mixes their epochs when one runs ahead (docs/deploy.md).
-               TC_EPOCHS="1",
-               TC_SERVER_ARGS="--size 16 -w 1 -r 0 --meta --shuffle 8", **parameters)
+    env = job_env(cluster, out_dir, parameters)
     output = os.path.join(out_dir, "job.out")
     done = cluster.run(["sbatch", "--wait", f"--output={output}", f"--chdir={out_dir}", "--time=2",
                         os.path.join(EXAMPLES, script)], check=False, timeout=JOB_S, env=env)
@@ -241,3 +257,90 @@ def test_hetjob(cluster, shards, tmp_path):
     servers = {batch["server"] for report in reports.values() for batch in report["batches"]}
     assert len(servers) == 4, servers
     assert "zrpull://{127.0.0." in output, output  # two server nodes, named by their addresses
+
+
+REQUEUE_S = 120  # the requeue test: both runs of the job, at most
+RANK_EPOCH = 6   # batches of one server (and so of one rank) an epoch
+
+
+def read_text(path):
+    if not os.path.exists(path):
+        return ""
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
+def wait_until(ready, what, timeout, output):
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert time.monotonic() < deadline, f"no {what} after {timeout} s; job output:\n{read_text(output)}"
+        time.sleep(0.2)
+
+
+def job_state(cluster, job):
+    """(state, restarts) of a job; None once Slurm forgot it (MinJobAge after it ended)."""
+    r = cluster.run(["scontrol", "-o", "show", "job", job], check=False)
+    if r.returncode != 0:
+        return None
+    fields = dict(f.split("=", 1) for f in r.stdout.split() if "=" in f)
+    return fields.get("JobState"), int(fields.get("Restarts", "0"))
+
+
+def batches_by_stream(report):
+    out = {}
+    for batch in report["batches"]:
+        assert batch["epoch"] == 0, batch
+        out.setdefault(batch["stream"], []).append(batch["batch"])
+    return out
+
+
+def test_requeue_mid_epoch_resumes_exactly_the_rest(cluster, shards, tmp_path):
+    paths, keys = shards
+    out_dir, checkpoint = str(tmp_path), str(tmp_path / "checkpoint")
+    port = free_ports(2)
+    # Part 1 writes part0-rank*.json, the requeued run part1-rank*.json.
+    trainer = (f"{sys.executable} {TRAINER} --urls \"$TC_URLS\" --split --delay 0.5 "
+               f"--token {checkpoint}/stand-in.data-rank$RANK.json "
+               f"--out {out_dir}/part${{SLURM_RESTART_COUNT:-0}}-rank$RANK.json")
+    env = job_env(cluster, out_dir, {
+        "TC_SHARDS": brace(paths), "TC_SERVERS_PER_NODE": "2", "TC_RANKS_PER_NODE": "2", "TC_PORT": str(port),
+        "TC_EPOCH_BATCHES": str(RANK_EPOCH), "TC_CHECKPOINT": checkpoint, "TC_PYTHON": sys.executable,
+        "TC_CHECKPOINT_WAIT": "20"}, trainer)
+    output = os.path.join(out_dir, "job.out")
+    job = cluster.run(["sbatch", "--parsable", f"--output={output}", f"--chdir={out_dir}", "--time=3",
+                       os.path.join(EXAMPLES, "requeue.sbatch")], env=env).stdout.strip().split(";")[0]
+    try:
+        # Mid-epoch: each rank has 2 of its 6 batches (0.5 s each).
+        wait_until(lambda: all(f"stand-in trainer rank {r}: batch 2\n" in read_text(output) for r in (0, 1)),
+                   "second batch on both ranks", JOB_S, output)
+        cluster.run(["scancel", "--batch", "--signal=USR1", job])  # what --signal=B:USR1@N sends
+        wait_until(lambda: (job_state(cluster, job) or ("", 0))[1] >= 1, "requeue", JOB_S, output)
+        # The requeued job starts again once the credentials of its first run
+        # expired (CRED_EXPIRE_S; moving its start time earlier gets it killed).
+        wait_until(lambda: job_state(cluster, job) is None or job_state(cluster, job)[0] in ("COMPLETED", "FAILED",
+                                                                                               "CANCELLED", "TIMEOUT"),
+                   "the requeued job to end", REQUEUE_S, output)
+    finally:
+        cluster.run(["scancel", job], check=False)
+    text = read_text(output)
+    try:
+        assert "requeueing job" in text and "servers resume from" in text
+        parts = [read_reports([os.path.join(out_dir, f"part{p}-rank{r}.json") for r in (0, 1)]) for p in (0, 1)]
+        with open(os.path.join(checkpoint, "servers-token.json")) as f:
+            resumed_from = json.load(f)
+        streams = set()
+        for rank in (0, 1):
+            before, after = batches_by_stream(parts[0][rank]), batches_by_stream(parts[1][rank])
+            assert before.keys() == after.keys() and len(before) == 1, (before, after)  # one server a rank
+            stream = next(iter(before))
+            streams.add(stream)
+            assert 0 < len(before[stream]) < RANK_EPOCH, "the signal came mid-epoch"
+            # Part 1's batches are what the servers' token lists as consumed; part 2 is the rest, once.
+            consumed = resumed_from["streams"][stream]["epochs"]["0"]["consumed"]
+            assert sorted(before[stream]) == [i for a, b in consumed for i in range(a, b)]
+            assert sorted(before[stream] + after[stream]) == list(range(RANK_EPOCH))
+        assert streams == {"0/2", "1/2"}
+        assert_exactly_once({(p, r): parts[p][r] for p in (0, 1) for r in (0, 1)}, keys)
+        assert sum(len(keys_of(parts[p][r])) for p in (0, 1) for r in (0, 1)) == len(keys)
+    except (AssertionError, OSError, KeyError) as e:
+        raise AssertionError(f"{e!r}\njob output:\n{text}\n{cluster.logs()}") from None
