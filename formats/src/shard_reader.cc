@@ -105,7 +105,8 @@ class ShardReader::Source {
       start_transfer(shard, options.http);
     } else {
       std::string path = shard.starts_with(kFilePrefix) ? shard.substr(kFilePrefix.size()) : shard;
-      if (archive_read_open_filename(archive_.get(), path.c_str(), kReadBlock) != ARCHIVE_OK) {
+      const std::size_t block = options.read_block ? options.read_block : kReadBlock;
+      if (archive_read_open_filename(archive_.get(), path.c_str(), block) != ARCHIVE_OK) {
         int code = archive_errno(archive_.get());
         throw IoError("cannot open shard '" + shard + "': " + archive_message(archive_.get()), code ? code : EIO);
       }
@@ -382,10 +383,16 @@ bool ShardReader::add_member(const std::string& name, std::string extension, std
   if (options_.wanted && !options_.wanted(sample, extension)) {
     return archive_read_data_skip(source_->get()) >= ARCHIVE_WARN;
   }
-  ShardMember member{name, std::move(extension), {}, size, false};
+  ShardMember member{name, std::move(extension), {}, size, false, false};
   if (size > options_.max_member_bytes) {
     ++oversized_;
     member.oversized = true;
+    sample.members.push_back(std::move(member));
+    return archive_read_data_skip(source_->get()) >= ARCHIVE_WARN;
+  }
+  // Listed as it would be if read: oversized first, whatever listed_only says.
+  if (options_.listed_only && options_.listed_only(sample, member.extension)) {
+    member.unread = true;
     sample.members.push_back(std::move(member));
     return archive_read_data_skip(source_->get()) >= ARCHIVE_WARN;
   }

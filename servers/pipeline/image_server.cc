@@ -11,6 +11,7 @@
 #include <iostream>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 #include <variant>
 
 #include "batch_assembler.h"
@@ -58,6 +59,12 @@ BatchFormat format_of(const ImageServerOptions& o, int size) {
 }
 
 using SharedSample = std::shared_ptr<const RawSample>;
+
+// Samples a replay must read, by unit and key (a sample read twice in an
+// epoch, when a share is read again to fill --epoch-batches, is read whole
+// both times if either needs it).
+using NeededSamples = std::unordered_set<std::string>;
+std::string needed_key(std::size_t unit, std::string_view key) { return std::to_string(unit) + '/' + std::string(key); }
 
 // A sample handed to a worker, with the samples that may replace it if it
 // cannot be served, nearest first: those read after it, then (at an epoch's
@@ -160,6 +167,8 @@ class ImageServer {
 
   void read_all();
   bool read_epoch(std::uint64_t epoch);
+  bool stream_epoch(std::uint64_t epoch, bool say);
+  [[nodiscard]] bool load_image(std::string_view key) const;
   void say_size(std::uint64_t epoch);
   bool read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer, EpochQuota& quota);
   void say_quota(std::uint64_t epoch, const EpochQuota& quota, std::size_t passes) const;
@@ -167,6 +176,7 @@ class ImageServer {
   bool await_subscribers();
   bool place(RawSample sample);
   bool dispatch(bool last);
+  void mark_needed(const Dispatched& d);
   void clock_reading();  // adds the reader's time since read_mark_ to the read stage
   void work(std::size_t worker);
   // Makes the augmenter's output size x size (a new epoch's size).
@@ -207,6 +217,9 @@ class ImageServer {
   // kWindow samples and window_bytes_.
   std::uint64_t reading_epoch_ = 0;
   std::uint64_t placed_ = 0;
+  std::size_t reading_unit_ = 0;
+  NeededSamples* marking_ = nullptr;        // planning a replay: the samples needed
+  const NeededSamples* loading_ = nullptr;  // replaying: read the images of these only
   SampleWindow held_back_;
   SampleWindow handed_over_;
   int last_size_ = 0;
@@ -231,10 +244,31 @@ void ImageServer::read_all() {
   }
 }
 
+// A resumed epoch is read twice, neither time decoding what was consumed:
+// first its order alone (sizes, no image bytes) to find which samples the
+// batches still to serve need (theirs and their possible replacements),
+// then for real, reading the bytes of those only.
 bool ImageServer::read_epoch(std::uint64_t epoch) {
+  say_size(epoch);
+  NeededSamples needed;
+  loading_ = nullptr;
+  if (options_.resume.consumed_batches(epoch) > 0) {
+    marking_ = &needed;
+    const bool planned = stream_epoch(epoch, false);
+    marking_ = nullptr;
+    if (!planned) return false;
+    loading_ = &needed;
+  }
+  const bool served = stream_epoch(epoch, true);
+  loading_ = nullptr;
+  if (served) say_resumed(epoch);
+  return served;
+}
+
+// One pass over the epoch's order: every sample placed and dispatched.
+bool ImageServer::stream_epoch(std::uint64_t epoch, bool say) {
   reading_epoch_ = epoch;
   placed_ = 0;
-  say_size(epoch);
   ShuffleBuffer<RawSample> buffer(options_.shuffle_buffer, seeded_rng({options_.order.seed, epoch, 3}),
                                   memory_limit_ / 4 * 3, buffered_bytes);
   EpochQuota quota(options_.epoch_batches * options_.format.batch_size);
@@ -262,9 +296,14 @@ bool ImageServer::read_epoch(std::uint64_t epoch) {
     if (!dispatch(held_back_.samples().size() == 1)) return false;
   }
   handed_over_.clear();
-  if (options_.epoch_batches) say_quota(epoch, quota, passes);
-  say_resumed(epoch);
+  if (say && options_.epoch_batches) say_quota(epoch, quota, passes);
   return true;
+}
+
+// While replaying: whether the sample of `key` in the unit being read needs its image.
+bool ImageServer::load_image(std::string_view key) const {
+  if (marking_) return false;
+  return !loading_ || loading_->contains(needed_key(reading_unit_, key));
 }
 
 void ImageServer::say_size(std::uint64_t epoch) {
@@ -297,6 +336,7 @@ void ImageServer::say_quota(std::uint64_t epoch, const EpochQuota& quota, std::s
 bool ImageServer::read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer, EpochQuota& quota) {
   bool stopped = false;
   auto pass_on = [&](RawSample sample) {
+    sample.unit = unit;
     if (!quota.take()) return false;
     auto out = buffer.add(std::move(sample));
     stopped = stop_requested() || (out && !place(std::move(*out)));
@@ -310,7 +350,10 @@ bool ImageServer::read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer, 
   std::optional<std::string> problem;
   read_mark_ = Clock::now();
   try {
-    problem = source_.read(unit, pass_on);
+    reading_unit_ = unit;
+    problem = loading_ || marking_
+                  ? source_.read(unit, pass_on, [this](std::string_view key) { return load_image(key); })
+                  : source_.read(unit, pass_on);
   } catch (const std::bad_alloc&) {
     // One shard's failure ends that shard only; what it gave is served.
     problem = source_.unit_label(unit) + " abandoned: out of memory while reading it";
@@ -345,6 +388,11 @@ bool ImageServer::place(RawSample sample) {
   return ok;
 }
 
+void ImageServer::mark_needed(const Dispatched& d) {
+  marking_->insert(needed_key(d.sample->unit, d.sample->key));
+  for (const SharedSample& candidate : d.candidates) marking_->insert(needed_key(candidate->unit, candidate->key));
+}
+
 // Hands the oldest held-back sample to the workers, opening its batch first
 // (unless a resume token says its batch was consumed: then it is not decoded).
 bool ImageServer::dispatch(bool last) {
@@ -360,6 +408,11 @@ bool ImageServer::dispatch(bool last) {
   }
   handed_over_.push(d.sample);
   while (handed_over_.over()) handed_over_.pop();
+  if (marking_) {
+    // Planning a replay: what this batch will need, nothing sent.
+    if (!consumed) mark_needed(d);
+    return !stop_requested();
+  }
   if (consumed) {
     ++replayed_;
     return !stop_requested();

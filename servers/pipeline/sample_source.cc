@@ -9,6 +9,7 @@
 #include "tensorcom/formats/printable.h"
 #include "tensorcom/formats/shard_reader.h"
 #include "tensorcom/formats/webdataset.h"
+#include "tensorcom/regular_file.h"
 #include "tensorcom/imaging/format.h"
 
 namespace tensorcom::pipeline {
@@ -34,11 +35,16 @@ RawSample to_raw_sample(formats::ShardSample&& sample, std::string shard) {
     } else if (member.oversized) {
       raw.oversized_image = member.size;  // skipped for its real reason, not as imageless
     } else {
-      raw.image = std::move(member.data);
+      raw.image_bytes = member.size;
+      if (!member.unread) raw.image = std::move(member.data);
     }
   }
   return raw;
 }
+
+// A replay passes over most images: reading a tar header and a label should
+// not bring in the next 1 MiB of the file.
+constexpr std::size_t kReplayReadBlock = 16 << 10;
 
 class ShardSource final : public SampleSource {
  public:
@@ -49,7 +55,8 @@ class ShardSource final : public SampleSource {
   const char* unit_name() const noexcept override { return "shards"; }
   std::string unit_label(std::size_t unit) const override { return log_name(unit); }
 
-  std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take) override {
+  std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take,
+                                  const std::function<bool(std::string_view key)>& load_image) override {
     const std::string& shard = shards_[unit];
     formats::ShardReaderOptions options;
     options.max_member_bytes = max_image_bytes_;
@@ -60,6 +67,12 @@ class ShardSource final : public SampleSource {
     };
     // An "image" whose first bytes are no image format is read no further:
     // its head is enough for the decoder to skip it as undecodable.
+    if (load_image) {
+      options.read_block = kReplayReadBlock;
+      options.listed_only = [&](const formats::ShardSample& so_far, std::string_view extension) {
+        return formats::is_image_extension(extension) && !load_image(so_far.key);
+      };
+    }
     options.keep = [](std::string_view extension, std::span<const std::byte> head) {
       return !formats::is_image_extension(extension) || imaging::sniff_format(head) != imaging::ImageFormat::kUnknown;
     };
@@ -118,17 +131,22 @@ class FolderSource final : public SampleSource {
   const char* unit_name() const noexcept override { return "images"; }
   std::string unit_label(std::size_t unit) const override { return folder_.images[unit].file.string(); }
 
-  std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take) override {
+  std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take,
+                                  const std::function<bool(std::string_view key)>& load_image) override {
     const formats::FolderImage& image = folder_.images[unit];
     RawSample sample;
     sample.key = image.file.string();
     sample.shard = sample.key;
     sample.known_label = image.label;
     try {
-      formats::FileContents contents = formats::read_file(image.file, max_image_bytes_);
-      if (contents.over_limit) {
+      if (load_image && !load_image(sample.key)) {
+        sample.image_bytes = RegularFile(image.file, "image").size();
+        if (sample.image_bytes > max_image_bytes_) std::swap(sample.oversized_image, sample.image_bytes);
+      } else if (formats::FileContents contents = formats::read_file(image.file, max_image_bytes_);
+                 contents.over_limit) {
         sample.oversized_image = contents.size;
       } else {
+        sample.image_bytes = contents.bytes.size();
         sample.image = std::move(contents.bytes);
       }
     } catch (const IoError& e) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "raw_sample.h"
@@ -31,8 +32,12 @@ class SampleSource {
   // Returns why the unit ended early (a damaged or missing shard), naming it;
   // nothing if it was read to its end or `take` stopped it. Throws what
   // `take` throws, and std::bad_alloc; the caller ends only this unit.
-  [[nodiscard]] virtual std::optional<std::string> read(std::size_t unit,
-                                                        const std::function<bool(RawSample)>& take) = 0;
+  // `load_image` (may be empty: every image) is asked, with the sample's
+  // key, before its image is read: false leaves the image unread, only its
+  // size known (image_bytes), as a replay that will not decode it needs.
+  [[nodiscard]] virtual std::optional<std::string> read(
+      std::size_t unit, const std::function<bool(RawSample)>& take,
+      const std::function<bool(std::string_view key)>& load_image = {}) = 0;
 };
 
 // Webdataset shards (paths, file:PATH, pipe:COMMAND or http(s) URLs): each

@@ -86,6 +86,32 @@ TEST_CASE("shard samples: the image, its label text, and what was passed over") 
   CHECK_FALSE(samples[2].image);
 }
 
+TEST_CASE("a replay reads only the images it is asked for, and knows the others' sizes") {
+  TempDir dir;
+  const fs::path shard = write_shard(dir.path);
+  auto source = shard_source({shard.string()}, 50);
+  std::vector<RawSample> samples;
+  std::vector<std::string> asked;
+  (void)source->read(
+      0,
+      [&](RawSample s) {
+        samples.push_back(std::move(s));
+        return true;
+      },
+      [&](std::string_view key) {
+        asked.emplace_back(key);
+        return false;
+      });
+  REQUIRE(samples.size() == 3);
+  CHECK(asked == std::vector<std::string>{"a"});  // b's image is over the limit, c has none
+  CHECK(samples[1].oversized_image == 100);       // as when read
+  CHECK(samples[1].image_bytes == 0);
+  CHECK_FALSE(samples[0].image);  // passed over: its size alone
+  CHECK(samples[0].image_bytes == 8);
+  CHECK(samples[0].label == "1");                                                // labels are read all the same
+  CHECK(buffered_bytes(samples[0]) == buffered_bytes(read_all(*source, 0)[0]));  // weighs as a read one
+}
+
 TEST_CASE("a missing or damaged shard ends with a reason naming it") {
   TempDir dir;
   auto missing = shard_source({(dir.path / "nope.tar").string()}, 1 << 20);

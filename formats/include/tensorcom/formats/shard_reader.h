@@ -28,6 +28,7 @@ struct ShardMember {
   ByteBuffer data;         // the member's bytes; empty when oversized
   std::uint64_t size = 0;  // as the tar header declares it
   bool oversized = false;  // larger than max_member_bytes: passed over unread
+  bool unread = false;     // ShardReaderOptions::listed_only asked for its size alone
 };
 
 struct ShardSample {
@@ -63,6 +64,14 @@ struct ShardReaderOptions {
   // member's extension; the others are passed over unread (and not listed).
   // Empty: every member.
   std::function<bool(const ShardSample& so_far, std::string_view extension)> wanted;
+  // Of the members wanted, which to list with their size alone (unread,
+  // data empty), their bytes passed over: a reader replaying an order
+  // needs the sizes, not the bytes. Empty: none.
+  std::function<bool(const ShardSample& so_far, std::string_view extension)> listed_only;
+  // Bytes a read of a shard file asks for (0: 1 MiB). Members passed over
+  // within the current block cost their bytes anyway: a reader that passes
+  // over most members (a replay) reads far less with small blocks.
+  std::size_t read_block = 0;
   // Shown the first bytes of each member read (up to kMemberHeadBytes, all
   // of a smaller member) with its extension: false keeps only those bytes as
   // the member's data and passes over the rest unread. A member that proves
