@@ -391,22 +391,29 @@ bool ShardReader::add_member(const std::string& name, std::string extension, std
     return archive_read_data_skip(source_->get()) >= ARCHIVE_WARN;
   }
   // Listed as it would be if read: oversized first, whatever listed_only says.
-  if (options_.listed_only && options_.listed_only(sample, member.extension)) {
-    member.unread = true;
-    sample.members.push_back(std::move(member));
-    return archive_read_data_skip(source_->get()) >= ARCHIVE_WARN;
-  }
-  if (!read_member(member.extension, member.data, size)) return false;
+  const bool listed_only = options_.listed_only && options_.listed_only(sample, member.extension);
+  if (!read_member(member.extension, member.data, size, listed_only, member.unread)) return false;
   sample.members.push_back(std::move(member));
   return true;
 }
 
-bool ShardReader::read_member(std::string_view extension, ByteBuffer& out, std::uint64_t size) {
+bool ShardReader::read_member(std::string_view extension, ByteBuffer& out, std::uint64_t size, bool listed_only,
+                              bool& unread) {
   archive* a = source_->get();
+  if (!options_.keep && listed_only) {
+    unread = true;
+    return archive_read_data_skip(a) >= ARCHIVE_WARN;
+  }
   if (!options_.keep) return read_member_until(a, out, 0, size);
   const std::uint64_t head = std::min<std::uint64_t>(size, kMemberHeadBytes);
   if (!read_member_until(a, out, 0, head)) return false;
   if (!options_.keep(extension, out)) return head == size || archive_read_data_skip(a) >= ARCHIVE_WARN;
+  if (listed_only) {
+    // Its head said it is kept: its bytes are not wanted now, only that.
+    out.clear();
+    unread = true;
+    return head == size || archive_read_data_skip(a) >= ARCHIVE_WARN;
+  }
   return read_member_until(a, out, out.size(), size);
 }
 

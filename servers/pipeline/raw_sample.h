@@ -18,8 +18,8 @@ struct RawSample {
   std::optional<std::string> label;         // text of the "cls" member, if any
   std::optional<std::int32_t> known_label;  // a label known without text (ImageFolder)
   std::uint64_t oversized_image = 0;        // bytes of an image member (or file) passed over for its size; 0: none
-  // The image's declared size (tar header or file size), read or not: what
-  // the sample weighs in buffers, the same whether its bytes were read.
+  // What the image weighs in buffers, the same whether its bytes were read
+  // (a replay's are not): its size, or the head kept of a non-image.
   std::uint64_t image_bytes = 0;
   std::optional<std::string> unreadable;  // why the image file could not be read, if it could not
   std::uint64_t epoch = 0;                // the epoch it was read in (from 0): sets its output size
@@ -27,9 +27,9 @@ struct RawSample {
   std::size_t unit = 0;                   // the shard (or file) it was read from, as the source numbers them
 };
 
-// What a buffered sample costs in memory, near enough to budget by (its
-// image's declared size: a head-only or unread image weighs as much as a
-// read one, so that a replay's buffers fill exactly as the original's did).
+// What a buffered sample costs in memory, near enough to budget by (an
+// unread image weighs as much as a read one, so that a replay's buffers
+// fill exactly as the original's did).
 inline std::size_t buffered_bytes(const RawSample& sample) {
   return sizeof(RawSample) + sample.key.size() + sample.shard.size() + sample.image_bytes +
          (sample.label ? sample.label->size() : 0);

@@ -35,7 +35,8 @@ RawSample to_raw_sample(formats::ShardSample&& sample, std::string shard) {
     } else if (member.oversized) {
       raw.oversized_image = member.size;  // skipped for its real reason, not as imageless
     } else {
-      raw.image_bytes = member.size;
+      // What it weighs when read: all of it, or the head of a non-image.
+      raw.image_bytes = member.unread ? member.size : member.data.size();
       if (!member.unread) raw.image = std::move(member.data);
     }
   }

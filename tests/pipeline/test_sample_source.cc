@@ -88,28 +88,46 @@ TEST_CASE("shard samples: the image, its label text, and what was passed over") 
 
 TEST_CASE("a replay reads only the images it is asked for, and knows the others' sizes") {
   TempDir dir;
-  const fs::path shard = write_shard(dir.path);
-  auto source = shard_source({shard.string()}, 50);
-  std::vector<RawSample> samples;
-  std::vector<std::string> asked;
-  (void)source->read(
-      0,
-      [&](RawSample s) {
-        samples.push_back(std::move(s));
-        return true;
-      },
-      [&](std::string_view key) {
-        asked.emplace_back(key);
-        return false;
-      });
-  REQUIRE(samples.size() == 3);
-  CHECK(asked == std::vector<std::string>{"a"});  // b's image is over the limit, c has none
-  CHECK(samples[1].oversized_image == 100);       // as when read
-  CHECK(samples[1].image_bytes == 0);
-  CHECK_FALSE(samples[0].image);  // passed over: its size alone
-  CHECK(samples[0].image_bytes == 8);
-  CHECK(samples[0].label == "1");                                                // labels are read all the same
-  CHECK(buffered_bytes(samples[0]) == buffered_bytes(read_all(*source, 0)[0]));  // weighs as a read one
+  // x.jpg starts as a JPEG does; a.jpg of write_shard() is no image.
+  formats::TarEncoder encoder(0);
+  std::string jpeg = "\xFF\xD8\xFF\xE0";
+  jpeg.resize(64, 'j');
+  const std::string one = "1";
+  auto tar = encoder.encode(std::vector<formats::TarMember>{{"x.jpg", bytes_of(jpeg)}, {"x.cls", bytes_of(one)}});
+  tar.resize(tar.size() + formats::kTarEndSize);
+  write_file(dir.path / "x.tar", tar);
+  for (const fs::path& shard : {dir.path / "x.tar", write_shard(dir.path)}) {
+    auto source = shard_source({shard.string()}, 50 + 14);  // x.jpg fits, b.png does not
+    std::vector<RawSample> samples;
+    std::vector<std::string> asked;
+    (void)source->read(
+        0,
+        [&](RawSample s) {
+          samples.push_back(std::move(s));
+          return true;
+        },
+        [&](std::string_view key) {
+          asked.emplace_back(key);
+          return false;
+        });
+    const auto read = read_all(*source, 0);
+    REQUIRE(samples.size() == read.size());
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      CAPTURE(samples[i].key);
+      CHECK(buffered_bytes(samples[i]) == buffered_bytes(read[i]));  // weighs as when read
+      CHECK(samples[i].label == read[i].label);                      // labels are read all the same
+      CHECK(samples[i].oversized_image == read[i].oversized_image);
+    }
+    if (shard.filename() == "x.tar") {
+      CHECK(asked == std::vector<std::string>{"x"});
+      CHECK_FALSE(samples[0].image);  // passed over: its size alone
+      CHECK(samples[0].image_bytes == 64);
+    } else {
+      CHECK(asked == std::vector<std::string>{"a"});  // b's image is over the limit, c has none
+      REQUIRE(samples[0].image);                      // no image: its head kept, as when read
+      CHECK(samples[0].image->size() == 8);
+    }
+  }
 }
 
 TEST_CASE("a missing or damaged shard ends with a reason naming it") {

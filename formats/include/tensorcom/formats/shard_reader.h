@@ -66,7 +66,9 @@ struct ShardReaderOptions {
   std::function<bool(const ShardSample& so_far, std::string_view extension)> wanted;
   // Of the members wanted, which to list with their size alone (unread,
   // data empty), their bytes passed over: a reader replaying an order
-  // needs the sizes, not the bytes. Empty: none.
+  // needs the sizes, not the bytes. With keep, the head is still read and
+  // shown to it: a member keep refuses is listed with its head as usual.
+  // Empty: none.
   std::function<bool(const ShardSample& so_far, std::string_view extension)> listed_only;
   // Bytes a read of a shard file asks for (0: 1 MiB). Members passed over
   // within the current block cost their bytes anyway: a reader that passes
@@ -129,7 +131,9 @@ class ShardReader {
   // Reads or passes over the current member; false if the archive ends inside it.
   bool add_member(const std::string& name, std::string extension, std::uint64_t size, ShardSample& sample);
   // Reads the current member into out (its head first when options_.keep asks).
-  bool read_member(std::string_view extension, ByteBuffer& out, std::uint64_t size);
+  // listed_only: a member that keep() keeps is passed over after its head,
+  // `unread` set (its data empty); one it refuses keeps its head as usual.
+  bool read_member(std::string_view extension, ByteBuffer& out, std::uint64_t size, bool listed_only, bool& unread);
 
   std::string shard_;
   ShardReaderOptions options_;
