@@ -217,6 +217,18 @@ class Connection::Impl {
     return true;
   }
 
+  bool wait_writable(Milliseconds timeout) {
+    require_open("waiting to send");
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLOUT, 0};
+    try {
+      zmq::poll(&item, 1, timeout);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) return false;
+      throw_transport("waiting to send on " + describe() + " failed", e);
+    }
+    return (item.revents & ZMQ_POLLOUT) != 0;
+  }
+
   std::uint64_t refused_peers() const noexcept { return zap_ ? zap_->refused() : 0; }
 
   void set_high_water_marks(int send, int receive) {
@@ -529,6 +541,7 @@ std::uint64_t Connection::subscribers() { return impl_->subscribers(); }
 bool Connection::wait_for_subscriber(std::optional<Milliseconds> timeout) {
   return impl_->wait_for_subscriber(timeout);
 }
+bool Connection::wait_writable(Milliseconds timeout) { return impl_->wait_writable(timeout); }
 std::uint64_t Connection::dropped_without_subscriber() const noexcept { return impl_->dropped_without_subscriber_; }
 std::uint64_t Connection::refused_peers() const noexcept { return impl_->refused_peers(); }
 void Connection::set_timeout(std::optional<Milliseconds> timeout) { impl_->options_.timeout = timeout; }

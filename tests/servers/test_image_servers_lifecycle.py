@@ -85,6 +85,34 @@ def test_a_server_whose_receivers_are_gone_stops_at_once(clean_data, rundir):
         assert time.monotonic() - start < 5, "waited out the linger for a receiver that is gone"
 
 
+def test_a_stop_signal_as_the_only_receiver_leaves_always_stops(clean_data, rundir):
+    """A server that binds PUSH, its only receiver connected to it: SIGTERM
+    at the moment that receiver disconnects. With no peer a PUSH send blocks
+    until one comes, and a signal that came just before the send was never
+    seen. Five tries, each a stop within 5 s with the summary."""
+    paths, _ = clean_data
+    for attempt in range(5):
+        sock = os.path.join(rundir, f"bound{attempt}")
+        proc = subprocess.Popen([h.SHARDS_EXE, "-u", paths[0], "-b", "4", "--size", "16", "-r", "0", "-w", "2",
+                                 "zrpush+ipc://" + sock], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL)
+        ctx = zmq.Context()
+        pull = ctx.socket(zmq.PULL)
+        pull.setsockopt(zmq.LINGER, 0)
+        pull.setsockopt(zmq.RCVHWM, 1)
+        try:
+            pull.connect("ipc://" + sock)
+            receive(pull, 3)
+            pull.close(linger=0)
+            start = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=30)
+            assert time.monotonic() - start < 5, (attempt, out, err)
+            assert proc.returncode == 0 and b": done: served " in out, (attempt, out, err)
+        finally:
+            h.close_server(proc, pull, ctx)
+
+
 def test_memory_stays_flat_over_hundreds_of_epochs(clean_data, rundir):
     """Bounded queues: a consumer slower than the server, 240 epochs; a leak
     of even 1 KiB a sample, or a queue that grows, would show in the RSS."""

@@ -176,6 +176,12 @@ class Connection {
   // subscribed. Returns: whether one is; true at once for other kinds.
   // Throws TransportError (code() EINTR when a signal interrupted the wait).
   bool wait_for_subscriber(std::optional<Milliseconds> timeout);
+  // Waits at most timeout until a send would not block (a PUSH socket with
+  // no peer, or every peer's queue full, blocks). Returns: whether it would
+  // not; false also when a signal interrupted the wait. A sender that must
+  // notice a stop request waits in slices with this rather than block in
+  // send(). Throws TransportError for other failures.
+  bool wait_writable(Milliseconds timeout);
   // PUB: batches send() did not send because no peer was subscribed.
   [[nodiscard]] std::uint64_t dropped_without_subscriber() const noexcept;
   // CURVE server with allowed_clients: peers refused so far (each refusal
