@@ -65,6 +65,19 @@ TEST_CASE("push and pull") {
     CHECK(pull.stats().samples() == 20);
     CHECK(push.stats().batches() == 5);
   }
+  SUBCASE("a bound PUSH with no receiver is not writable until one connects") {
+    Connection push({ipc_url("zrpush", dir, "w")});
+    CHECK_FALSE(push.wait_writable(50ms));
+    Connection pull({ipc_url("zrpull", dir, "w")}, receive_options);
+    CHECK(push.wait_writable(5000ms));
+    push.send(make_batch(1));
+    REQUIRE(pull.recv(5000ms).has_value());
+    pull.close();
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (push.wait_writable(10ms) && std::chrono::steady_clock::now() < deadline) {
+    }
+    CHECK_FALSE(push.wait_writable(50ms));  // its only receiver gone
+  }
   SUBCASE("tcp on port 0, single-buffer framing is detected") {
     Connection pull({"zpull://127.0.0.1:0"}, receive_options);
     auto bound = pull.bound_addresses();
