@@ -307,8 +307,13 @@ def test_requeue_mid_epoch_resumes_exactly_the_rest(cluster, shards, tmp_path):
         "TC_EPOCH_BATCHES": str(RANK_EPOCH), "TC_CHECKPOINT": checkpoint, "TC_PYTHON": sys.executable,
         "TC_CHECKPOINT_WAIT": "20"}, trainer)
     output = os.path.join(out_dir, "job.out")
-    job = cluster.run(["sbatch", "--parsable", f"--output={output}", f"--chdir={out_dir}", "--time=3",
-                       os.path.join(EXAMPLES, "requeue.sbatch")], env=env).stdout.strip().split(";")[0]
+    # The warning signal is sent by hand below. The script's own
+    # --signal=B:USR1@180 would, with the partition's 5-minute limit, come
+    # at once in every run and requeue the job again whenever a run is slower
+    # than Slurm's first signal check (a loaded machine): 10 s before the limit.
+    job = cluster.run(["sbatch", "--parsable", f"--output={output}", f"--chdir={out_dir}", "--time=5",
+                       "--signal=B:USR1@10", os.path.join(EXAMPLES, "requeue.sbatch")],
+                      env=env).stdout.strip().split(";")[0]
     try:
         # Mid-epoch: each rank has 2 of its 6 batches (0.5 s each).
         wait_until(lambda: all(f"stand-in trainer rank {r}: batch 2\n" in read_text(output) for r in (0, 1)),
