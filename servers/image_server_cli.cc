@@ -16,6 +16,8 @@ namespace tensorcom::pipeline {
 
 namespace {
 
+constexpr std::size_t kMostStreamName = 1024;  // as tensorcom.resume accepts
+
 std::array<float, 3> parse_triple(const std::string& text, const char* name) {
   std::array<float, 3> out{};
   std::istringstream in(text);
@@ -204,6 +206,13 @@ void ImageServerCli::finish_shuffle() {
 
 void ImageServerCli::finish_connection() {
   programs::refuse_inproc(server.addresses);
+  // The name travels in every batch's metadata and in resume tokens, which
+  // trainers decode as UTF-8 text: bounded, printable, UTF-8.
+  if (vars_.count("stream") && (server.stream.empty() || server.stream.size() > kMostStreamName ||
+                                formats::printable(server.stream) != server.stream)) {
+    throw ArgumentError("--stream '" + formats::printable(server.stream.substr(0, 64)) + "': a stream name is 1 to " +
+                        std::to_string(kMostStreamName) + " bytes of printable UTF-8");
+  }
   ConnectionOptions& c = server.connection;
   if (vars_.count("single")) c.framing = Framing::kSingleBuffer;
   c.linger = Milliseconds(linger_ms_);

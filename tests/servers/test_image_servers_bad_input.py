@@ -168,3 +168,17 @@ def test_truncated_jpegs_are_never_served(root, rundir):
     assert r.summary()[2] == {"truncated": 40}
     # Runs of more than 16 bad samples leave some without a good neighbour.
     r.assert_replaced([f"good{i}" for i in range(4)], every=False)
+
+
+@pytest.mark.parametrize("name", [b"", b"s" * 1025, b"rank\x01", b"caf\xe9", b"\x1b[2J"])
+def test_a_stream_name_that_trainers_could_not_read_is_refused(clean_data, rundir, name):
+    """--stream goes into every batch's metadata and into resume tokens,
+    which trainers decode as UTF-8: empty, over 1024 bytes, control
+    characters and non-UTF-8 are refused with one line, nothing served."""
+    paths, _ = clean_data
+    done = subprocess.run([os.fsencode(h.SHARDS_EXE), b"-u", os.fsencode(paths[0]), b"--meta", b"--epochs", b"1",
+                           b"--stream", name, b"zpush+ipc://" + os.fsencode(os.path.join(rundir, "never"))],
+                          capture_output=True, timeout=30)
+    assert done.returncode != 0, done
+    lines = done.stderr.decode(errors="replace").strip().splitlines()
+    assert len(lines) == 1 and "--stream" in lines[0] and "printable UTF-8" in lines[0], done.stderr
