@@ -1,10 +1,12 @@
 #include "tensorcom/formats/file_io.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <memory>
+#include <string>
 #include <system_error>
 #include <utility>
 
@@ -55,6 +57,26 @@ FileContents read_file(const std::filesystem::path& path, std::uint64_t limit) {
   contents.bytes.resize(done);
   contents.size = done;
   return contents;
+}
+
+ByteBuffer read_file_range(const std::filesystem::path& path, std::uint64_t offset, std::uint64_t size) {
+  RegularFile file(path, "file");
+  if (offset > file.size() || size > file.size() - offset) {
+    throw tensorcom::IoError(path.string() + " holds " + std::to_string(file.size()) + " bytes, not the " +
+                                 std::to_string(size) + " from byte " + std::to_string(offset) +
+                                 " listed before: changed since?",
+                             EIO);
+  }
+  ByteBuffer bytes(static_cast<std::size_t>(size));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pread(file.fd(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw tensorcom::IoError("cannot read " + path.string(), errno);
+    if (n == 0) throw tensorcom::IoError(path.string() + " ended before byte " + std::to_string(offset + size), EIO);
+    done += static_cast<std::size_t>(n);
+  }
+  return bytes;
 }
 
 void create_parent_directories(const std::filesystem::path& path) {

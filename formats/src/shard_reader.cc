@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,6 +80,12 @@ bool is_http_shard(std::string_view shard) noexcept {
   return starts_with_nocase(shard, "http://") || starts_with_nocase(shard, "https://");
 }
 
+std::optional<std::string> local_shard_path(std::string_view shard) {
+  if (shard.starts_with(kPipePrefix) || is_http_shard(shard)) return std::nullopt;
+  if (shard.starts_with(kFilePrefix)) shard.remove_prefix(kFilePrefix.size());
+  return std::string(shard);
+}
+
 std::chrono::milliseconds HttpShardOptions::retry_delay(int failures) const noexcept {
   std::chrono::milliseconds delay = std::max(first_retry_delay, std::chrono::milliseconds(0));
   for (int i = 1; i < failures && delay < max_retry_delay; ++i) delay *= 2;
@@ -104,9 +111,10 @@ class ShardReader::Source {
     } else if (is_http_shard(shard)) {
       start_transfer(shard, options.http);
     } else {
-      std::string path = shard.starts_with(kFilePrefix) ? shard.substr(kFilePrefix.size()) : shard;
-      const std::size_t block = options.read_block ? options.read_block : kReadBlock;
-      if (archive_read_open_filename(archive_.get(), path.c_str(), block) != ARCHIVE_OK) {
+      const std::string path = *local_shard_path(shard);
+      local_file_ = true;
+      if (options.read_block && open_in_small_blocks(shard, path, options.read_block)) return;
+      if (archive_read_open_filename(archive_.get(), path.c_str(), kReadBlock) != ARCHIVE_OK) {
         int code = archive_errno(archive_.get());
         throw IoError("cannot open shard '" + shard + "': " + archive_message(archive_.get()), code ? code : EIO);
       }
@@ -120,6 +128,17 @@ class ShardReader::Source {
   [[nodiscard]] const std::optional<std::string>& open_error() const noexcept { return open_error_; }
 
   [[nodiscard]] bool cancelled() const { return cancelled_ && cancelled_(); }
+
+  // Where the current member's bytes start in the shard file, read right
+  // after its header: known for a local, uncompressed tar only.
+  [[nodiscard]] std::optional<std::uint64_t> data_offset() const {
+    archive* a = archive_.get();
+    if (!local_file_ || archive_filter_count(a) != 1 || archive_filter_code(a, 0) != ARCHIVE_FILTER_NONE)
+      return std::nullopt;
+    const la_int64_t offset = archive_filter_bytes(a, 0);
+    if (offset < 0) return std::nullopt;
+    return static_cast<std::uint64_t>(offset);
+  }
 
   // Closes the archive, ends the transfer and reaps the command (after
   // ending it, if reading was cancelled); returns why the command or the
@@ -193,6 +212,50 @@ class ShardReader::Source {
     return -1;
   }
 
+  // A regular file read in blocks of `block` bytes, members passed over by
+  // seeking (libarchive's own file reader reads at least 64 KiB at a time,
+  // most of a photo that a replay passes over). False: not a regular file,
+  // left to libarchive.
+  bool open_in_small_blocks(const std::string& shard, const std::string& path, std::size_t block) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw IoError("cannot open shard '" + shard + "'", errno);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return false;
+    }
+    fd_ = fd;
+    buffer_.resize(block);
+    archive* a = archive_.get();
+    archive_read_set_skip_callback(a, skip_in_file);
+    if (archive_read_open(a, this, nullptr, read_file_block, nullptr) != ARCHIVE_OK) {
+      throw IoError("cannot open shard '" + shard + "': " + archive_message(a), EIO);
+    }
+    return true;
+  }
+
+  static la_ssize_t read_file_block(archive* a, void* client, const void** block) {
+    auto* self = static_cast<Source*>(client);
+    for (;;) {
+      const ssize_t n = ::read(self->fd_, self->buffer_.data(), self->buffer_.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        archive_set_error(a, errno, "cannot read the shard");
+        return -1;
+      }
+      *block = self->buffer_.data();
+      return n;
+    }
+  }
+
+  // Passes over `request` bytes (libarchive asks only what it knows is
+  // there); returns how many.
+  static la_int64_t skip_in_file(archive*, void* client, la_int64_t request) {
+    auto* self = static_cast<Source*>(client);
+    if (request <= 0 || ::lseek(self->fd_, request, SEEK_CUR) < 0) return 0;
+    return request;
+  }
+
   // libarchive's read callback for a URL's body.
   static la_ssize_t read_body(archive* a, void* client, const void** block) {
     auto* self = static_cast<Source*>(client);
@@ -255,6 +318,7 @@ class ShardReader::Source {
   std::vector<std::byte> buffer_;  // a command's output, a block at a time
   pid_t child_ = -1;
   int fd_ = -1;
+  bool local_file_ = false;  // a path, not a command's output or a transfer
   std::string command_;
   std::unique_ptr<detail::HttpStream> http_;  // for URLs
   std::optional<std::string> open_error_;
@@ -383,7 +447,7 @@ bool ShardReader::add_member(const std::string& name, std::string extension, std
   if (options_.wanted && !options_.wanted(sample, extension)) {
     return archive_read_data_skip(source_->get()) >= ARCHIVE_WARN;
   }
-  ShardMember member{name, std::move(extension), {}, size, false, false};
+  ShardMember member{name, std::move(extension), {}, size, false, false, source_->data_offset()};
   if (size > options_.max_member_bytes) {
     ++oversized_;
     member.oversized = true;
@@ -391,7 +455,8 @@ bool ShardReader::add_member(const std::string& name, std::string extension, std
     return archive_read_data_skip(source_->get()) >= ARCHIVE_WARN;
   }
   // Listed as it would be if read: oversized first, whatever listed_only says.
-  const bool listed_only = options_.listed_only && options_.listed_only(sample, member.extension);
+  const bool listed_only = options_.listed_only && (member.offset || !options_.list_only_with_offset) &&
+                           options_.listed_only(sample, member.extension);
   if (!read_member(member.extension, member.data, size, listed_only, member.unread)) return false;
   sample.members.push_back(std::move(member));
   return true;

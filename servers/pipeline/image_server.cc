@@ -11,7 +11,6 @@
 #include <iostream>
 #include <mutex>
 #include <thread>
-#include <unordered_set>
 #include <variant>
 
 #include "batch_assembler.h"
@@ -58,12 +57,6 @@ BatchFormat format_of(const ImageServerOptions& o, int size) {
   format.size = size;
   return format;
 }
-
-// Samples a replay must read, by unit and key (a sample read twice in an
-// epoch, when a share is read again to fill --epoch-batches, is read whole
-// both times if either needs it).
-using NeededSamples = std::unordered_set<std::string>;
-std::string needed_key(std::size_t unit, std::string_view key) { return std::to_string(unit) + '/' + std::string(key); }
 
 class ImageServer {
  public:
@@ -121,12 +114,11 @@ class ImageServer {
     imaging::ImageAugmenter augmenter;
     std::vector<std::uint8_t> scratch;
     WorkerClocks& clocks;
+    ByteBuffer later{};  // the image a resumed epoch left for this worker to read
   };
 
   void read_all();
   bool read_epoch(std::uint64_t epoch);
-  bool stream_epoch(std::uint64_t epoch, bool say);
-  [[nodiscard]] bool load_image(std::string_view key) const;
   void say_size(std::uint64_t epoch);
   bool read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer, EpochQuota& quota);
   void say_quota(std::uint64_t epoch, const EpochQuota& quota, std::size_t passes) const;
@@ -134,9 +126,10 @@ class ImageServer {
   bool await_subscribers();
   bool place(RawSample sample);
   bool dispatch(bool last);
-  void mark_needed(const Dispatched& d);
   void clock_reading();  // adds the reader's time since read_mark_ to the read stage
   void work(std::size_t worker);
+  // The bytes of an image listed unread with its offset (a resumed epoch's). Throws IoError.
+  const ByteBuffer& read_later(const RawSample& sample, WorkerState& worker) const;
   // Makes the augmenter's output size x size (a new epoch's size).
   void resize(imaging::ImageAugmenter& augmenter, int size);
   void count_jpegs(const imaging::ImageAugmenter& augmenter);
@@ -175,9 +168,7 @@ class ImageServer {
   // kWindow samples and window_bytes_.
   std::uint64_t reading_epoch_ = 0;
   std::uint64_t placed_ = 0;
-  std::size_t reading_unit_ = 0;
-  NeededSamples* marking_ = nullptr;        // planning a replay: the samples needed
-  const NeededSamples* loading_ = nullptr;  // replaying: read the images of these only
+  bool images_later_ = false;  // replaying: images are read by the workers that decode them
   SampleWindow held_back_;
   SampleWindow handed_over_;
   int last_size_ = 0;
@@ -202,29 +193,15 @@ void ImageServer::read_all() {
   }
 }
 
-// A resumed epoch is read twice, neither time decoding what was consumed:
-// first its order alone (sizes, no image bytes) to find which samples the
-// batches still to serve need (theirs and their possible replacements),
-// then for real, reading the bytes of those only.
+// One pass over the epoch's order: every sample placed and dispatched. A
+// resumed epoch lists its images where they lie instead of reading them:
+// the consumed batches' samples are placed and never read, the others read
+// by the worker that decodes them (a compressed or streamed shard, whose
+// images cannot be found again, is read as usual; its consumed samples are
+// still not decoded).
 bool ImageServer::read_epoch(std::uint64_t epoch) {
   say_size(epoch);
-  NeededSamples needed;
-  loading_ = nullptr;
-  if (options_.resume.consumed_batches(epoch) > 0) {
-    marking_ = &needed;
-    const bool planned = stream_epoch(epoch, false);
-    marking_ = nullptr;
-    if (!planned) return false;
-    loading_ = &needed;
-  }
-  const bool served = stream_epoch(epoch, true);
-  loading_ = nullptr;
-  if (served) say_resumed(epoch);
-  return served;
-}
-
-// One pass over the epoch's order: every sample placed and dispatched.
-bool ImageServer::stream_epoch(std::uint64_t epoch, bool say) {
+  images_later_ = options_.resume.consumed_batches(epoch) > 0;
   reading_epoch_ = epoch;
   placed_ = 0;
   ShuffleBuffer<RawSample> buffer(options_.shuffle_buffer, seeded_rng({options_.order.seed, epoch, 3}),
@@ -254,14 +231,10 @@ bool ImageServer::stream_epoch(std::uint64_t epoch, bool say) {
     if (!dispatch(held_back_.samples().size() == 1)) return false;
   }
   handed_over_.clear();
-  if (say && options_.epoch_batches) say_quota(epoch, quota, passes);
+  if (options_.epoch_batches) say_quota(epoch, quota, passes);
+  say_resumed(epoch);
+  images_later_ = false;
   return true;
-}
-
-// While replaying: whether the sample of `key` in the unit being read needs its image.
-bool ImageServer::load_image(std::string_view key) const {
-  if (marking_) return false;
-  return !loading_ || loading_->contains(needed_key(reading_unit_, key));
 }
 
 void ImageServer::say_size(std::uint64_t epoch) {
@@ -276,7 +249,7 @@ void ImageServer::say_resumed(std::uint64_t epoch) const {
   const std::uint64_t skipped = options_.resume.consumed_batches(epoch);
   if (skipped == 0) return;
   std::cout << options_.program << ": epoch " << epoch << ": resumed: " << skipped
-            << " batches consumed before the resume were read but not served" << std::endl;
+            << " batches consumed before the resume were passed over, not decoded" << std::endl;
 }
 
 void ImageServer::say_quota(std::uint64_t epoch, const EpochQuota& quota, std::size_t passes) const {
@@ -308,10 +281,7 @@ bool ImageServer::read_unit(std::size_t unit, ShuffleBuffer<RawSample>& buffer, 
   std::optional<std::string> problem;
   read_mark_ = Clock::now();
   try {
-    reading_unit_ = unit;
-    problem = loading_ || marking_
-                  ? source_.read(unit, pass_on, [this](std::string_view key) { return load_image(key); })
-                  : source_.read(unit, pass_on);
+    problem = source_.read(unit, pass_on, images_later_);
   } catch (const std::bad_alloc&) {
     // One shard's failure ends that shard only; what it gave is served.
     problem = source_.unit_label(unit) + " abandoned: out of memory while reading it";
@@ -346,11 +316,6 @@ bool ImageServer::place(RawSample sample) {
   return ok;
 }
 
-void ImageServer::mark_needed(const Dispatched& d) {
-  marking_->insert(needed_key(d.sample->unit, d.sample->key));
-  for (const SharedSample& candidate : d.candidates) marking_->insert(needed_key(candidate->unit, candidate->key));
-}
-
 // Hands the oldest held-back sample to the workers, opening its batch first
 // (unless a resume token says its batch was consumed: then it is not decoded).
 bool ImageServer::dispatch(bool last) {
@@ -366,11 +331,6 @@ bool ImageServer::dispatch(bool last) {
   }
   handed_over_.push(d.sample);
   while (handed_over_.over()) handed_over_.pop();
-  if (marking_) {
-    // Planning a replay: what this batch will need, nothing sent.
-    if (!consumed) mark_needed(d);
-    return !stop_requested();
-  }
   if (consumed) {
     ++replayed_;
     return !stop_requested();
@@ -389,7 +349,8 @@ std::variant<std::int32_t, ImageServer::Refusal> ImageServer::label_of_sample(co
   }
   const Label label = label_of(sample, options_.classes);
   if (label.problem) return Refusal{*label.problem, label.detail};
-  if (!sample.image || sample.image->empty()) return Refusal{sample.image ? Problem::kEmpty : Problem::kNoImage, ""};
+  if (!sample.image && !sample.image_offset) return Refusal{Problem::kNoImage, ""};
+  if (sample.image ? sample.image->empty() : sample.image_bytes == 0) return Refusal{Problem::kEmpty, ""};
   return label.value;
 }
 
@@ -411,7 +372,11 @@ std::optional<ImageServer::Refusal> ImageServer::fill(const SampleSlot& slot, co
     worker.clocks.augment.add(Clock::now() - start - decoding);
   };
   try {
-    augmenter.augment(*sample.image, rng, slot.direct ? slot.direct : worker.scratch.data());
+    augmenter.augment(sample.image ? *sample.image : read_later(sample, worker), rng,
+                      slot.direct ? slot.direct : worker.scratch.data());
+  } catch (const IoError& e) {
+    time_sample();
+    return Refusal{imaging::Problem::kUnreadableFile, e.what()};
   } catch (const imaging::ImageError& e) {
     time_sample();
     return Refusal{e.problem(), e.what()};
@@ -423,6 +388,11 @@ std::optional<ImageServer::Refusal> ImageServer::fill(const SampleSlot& slot, co
                     augmenter.last_geometry());
   time_sample();
   return std::nullopt;
+}
+
+const ByteBuffer& ImageServer::read_later(const RawSample& sample, WorkerState& worker) const {
+  worker.later = source_.read_image(sample);
+  return worker.later;
 }
 
 void ImageServer::serve(const Dispatched& dispatched, WorkerState& worker) {
@@ -565,7 +535,7 @@ std::string ImageServer::replaced_summary() const {
   }
   out = std::to_string(total) + (out.empty() ? "" : " (" + out + ")");
   if (unfilled_) out += ", not replaceable " + std::to_string(unfilled_.load());
-  if (replayed_) out += "; read but not served (consumed before the resume): " + std::to_string(replayed_.load());
+  if (replayed_) out += "; passed over (consumed before the resume): " + std::to_string(replayed_.load());
   return out;
 }
 

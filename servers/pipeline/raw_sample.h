@@ -21,6 +21,9 @@ struct RawSample {
   // What the image weighs in buffers, the same whether its bytes were read
   // (a replay's are not): its size, or the head kept of a non-image.
   std::uint64_t image_bytes = 0;
+  // An image listed unread where its unit can be read again at an offset (a
+  // resumed epoch's): its bytes start there (SampleSource::read_image).
+  std::optional<std::uint64_t> image_offset;
   std::optional<std::string> unreadable;  // why the image file could not be read, if it could not
   std::uint64_t epoch = 0;                // the epoch it was read in (from 0): sets its output size
   std::uint64_t position = 0;             // its place in the epoch's order: sets its batch and augmentation

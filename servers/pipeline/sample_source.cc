@@ -37,15 +37,16 @@ RawSample to_raw_sample(formats::ShardSample&& sample, std::string shard) {
     } else {
       // What it weighs when read: all of it, or the head of a non-image.
       raw.image_bytes = member.unread ? member.size : member.data.size();
+      if (member.unread) raw.image_offset = member.offset;
       if (!member.unread) raw.image = std::move(member.data);
     }
   }
   return raw;
 }
 
-// A replay passes over most images: reading a tar header and a label should
-// not bring in the next 1 MiB of the file.
-constexpr std::size_t kReplayReadBlock = 16 << 10;
+// A resumed epoch passes over the images: reading a tar header and a label
+// should not bring in the next 1 MiB of the file.
+constexpr std::size_t kReplayReadBlock = 8 << 10;
 
 class ShardSource final : public SampleSource {
  public:
@@ -57,7 +58,7 @@ class ShardSource final : public SampleSource {
   std::string unit_label(std::size_t unit) const override { return log_name(unit); }
 
   std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take,
-                                  const std::function<bool(std::string_view key)>& load_image) override {
+                                  bool images_later) override {
     const std::string& shard = shards_[unit];
     formats::ShardReaderOptions options;
     options.max_member_bytes = max_image_bytes_;
@@ -68,10 +69,11 @@ class ShardSource final : public SampleSource {
     };
     // An "image" whose first bytes are no image format is read no further:
     // its head is enough for the decoder to skip it as undecodable.
-    if (load_image) {
+    if (images_later) {
       options.read_block = kReplayReadBlock;
-      options.listed_only = [&](const formats::ShardSample& so_far, std::string_view extension) {
-        return formats::is_image_extension(extension) && !load_image(so_far.key);
+      options.list_only_with_offset = true;
+      options.listed_only = [](const formats::ShardSample&, std::string_view extension) {
+        return formats::is_image_extension(extension);
       };
     }
     options.keep = [](std::string_view extension, std::span<const std::byte> head) {
@@ -90,6 +92,13 @@ class ShardSource final : public SampleSource {
       return std::string("skipping shard: ") + e.what();
     }
     return std::nullopt;
+  }
+
+  ByteBuffer read_image(const RawSample& sample) const override {
+    const std::optional<std::string> path = formats::local_shard_path(shards_[sample.unit]);
+    if (!path || !sample.image_offset)
+      throw IoError("shard " + log_name(sample.unit) + " cannot be read again", EINVAL);
+    return formats::read_file_range(*path, *sample.image_offset, sample.image_bytes);
   }
 
   // Opens the shard; while the process is out of descriptors (peers
@@ -133,16 +142,17 @@ class FolderSource final : public SampleSource {
   std::string unit_label(std::size_t unit) const override { return folder_.images[unit].file.string(); }
 
   std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take,
-                                  const std::function<bool(std::string_view key)>& load_image) override {
+                                  bool images_later) override {
     const formats::FolderImage& image = folder_.images[unit];
     RawSample sample;
     sample.key = image.file.string();
     sample.shard = sample.key;
     sample.known_label = image.label;
     try {
-      if (load_image && !load_image(sample.key)) {
+      if (images_later) {
         sample.image_bytes = RegularFile(image.file, "image").size();
         if (sample.image_bytes > max_image_bytes_) std::swap(sample.oversized_image, sample.image_bytes);
+        if (!sample.oversized_image) sample.image_offset = 0;
       } else if (formats::FileContents contents = formats::read_file(image.file, max_image_bytes_);
                  contents.over_limit) {
         sample.oversized_image = contents.size;
@@ -155,6 +165,10 @@ class FolderSource final : public SampleSource {
     }
     (void)take(std::move(sample));
     return std::nullopt;
+  }
+
+  ByteBuffer read_image(const RawSample& sample) const override {
+    return formats::read_file_range(folder_.images[sample.unit].file, 0, sample.image_bytes);
   }
 
  private:

@@ -32,12 +32,15 @@ class SampleSource {
   // Returns why the unit ended early (a damaged or missing shard), naming it;
   // nothing if it was read to its end or `take` stopped it. Throws what
   // `take` throws, and std::bad_alloc; the caller ends only this unit.
-  // `load_image` (may be empty: every image) is asked, with the sample's
-  // key, before its image is read: false leaves the image unread, only its
-  // size known (image_bytes), as a replay that will not decode it needs.
-  [[nodiscard]] virtual std::optional<std::string> read(
-      std::size_t unit, const std::function<bool(RawSample)>& take,
-      const std::function<bool(std::string_view key)>& load_image = {}) = 0;
+  // images_later: each image is listed with its size and where it lies
+  // (image_offset), unread, for read_image() to read if it is needed (a
+  // resumed epoch decodes a tenth of what it lists); an image that cannot
+  // be found again so (in a compressed or streamed shard) is read now.
+  [[nodiscard]] virtual std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take,
+                                                        bool images_later = false) = 0;
+  // The bytes of an image read() listed with an image_offset. Thread-safe.
+  // Throws IoError naming the unit if it cannot be read (changed since).
+  [[nodiscard]] virtual ByteBuffer read_image(const RawSample& sample) const = 0;
 };
 
 // Webdataset shards (paths, file:PATH, pipe:COMMAND or http(s) URLs): each

@@ -345,3 +345,57 @@ TEST_CASE("a member keep() refuses is read no further than its head") {
   CHECK(shown == std::vector<std::size_t>{kMemberHeadBytes, 1, 4, kMemberHeadBytes});
   CHECK_FALSE(reader.error().has_value());
 }
+
+TEST_CASE("members of a plain local tar are listed with where their bytes lie; compressed or piped ones are not") {
+  TempDir dir;
+  const fs::path tar = dir.path / "places.tar";
+  // A long name takes a pax header of its own: the offset is past it.
+  const std::string long_name = std::string(150, 'n') + ".jpg";
+  write_tar(tar, {{"a.jpg", "AAAA"}, {"a.cls", "1"}, {long_name, "LONG-NAMED"}, {"b.jpg", std::string(700, 'b')}});
+  ShardReader reader(tar.string());
+  const auto samples = read_all(reader);
+  REQUIRE(samples.size() == 3);
+  for (const ShardSample& sample : samples) {
+    for (const ShardMember& m : sample.members) {
+      CAPTURE(m.name);
+      REQUIRE(m.offset);
+      CHECK(read_file_range(tar, *m.offset, m.size) == m.data);
+    }
+  }
+  ShardReader file_url("file:" + tar.string());
+  CHECK(read_all(file_url)[1].members[0].offset == samples[1].members[0].offset);
+
+  write_tar(dir.path / "places.tar.gz", {{"a.jpg", "AAAA"}}, true);
+  ShardReader compressed((dir.path / "places.tar.gz").string());
+  CHECK_FALSE(read_all(compressed)[0].members[0].offset);
+  ShardReader piped("pipe:cat " + tar.string());
+  CHECK_FALSE(read_all(piped)[0].members[0].offset);
+}
+
+TEST_CASE("list_only_with_offset: members without a known place are read whatever listed_only says") {
+  TempDir dir;
+  for (bool gzip : {false, true}) {
+    const fs::path tar = dir.path / (gzip ? "l.tar.gz" : "l.tar");
+    write_tar(tar, six_samples(), gzip);
+    ShardReaderOptions options;
+    options.listed_only = [](const ShardSample&, std::string_view extension) { return extension == "jpg"; };
+    options.list_only_with_offset = true;
+    ShardReader reader(tar.string(), options);
+    const auto samples = read_all(reader);
+    REQUIRE(samples.size() == 6);
+    const ShardMember& jpg = samples[3].members[0];
+    CHECK(jpg.size == 3000);
+    CHECK(jpg.unread == !gzip);
+    CHECK(jpg.data.size() == (gzip ? 3000u : 0u));
+  }
+}
+
+TEST_CASE("read_file_range: a range past the end of the file is an error naming it") {
+  TempDir dir;
+  const fs::path file = dir.path / "short.bin";
+  std::ofstream(file) << "0123456789";
+  CHECK(text(read_file_range(file, 2, 5)) == "23456");
+  CHECK_THROWS_WITH_AS(read_file_range(file, 8, 5), doctest::Contains("short.bin"), IoError);
+  CHECK_THROWS_WITH_AS(read_file_range(file, ~std::uint64_t{0}, 2), doctest::Contains("short.bin"), IoError);
+  CHECK_THROWS_AS(read_file_range(dir.path, 0, 1), IoError);  // a folder
+}

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sample_source.h"
+#include "tensorcom/error.h"
 #include "tensorcom/formats/tar_encoder.h"
 
 using namespace tensorcom;
@@ -50,12 +51,16 @@ fs::path write_shard(const fs::path& dir) {
   return path;
 }
 
-std::vector<RawSample> read_all(SampleSource& source, std::size_t unit, std::optional<std::string>* ended = nullptr) {
+std::vector<RawSample> read_all(SampleSource& source, std::size_t unit, std::optional<std::string>* ended = nullptr,
+                                bool images_later = false) {
   std::vector<RawSample> out;
-  auto result = source.read(unit, [&](RawSample s) {
-    out.push_back(std::move(s));
-    return true;
-  });
+  auto result = source.read(
+      unit,
+      [&](RawSample s) {
+        out.push_back(std::move(s));
+        return true;
+      },
+      images_later);
   if (ended) *ended = result;
   return out;
 }
@@ -86,7 +91,7 @@ TEST_CASE("shard samples: the image, its label text, and what was passed over") 
   CHECK_FALSE(samples[2].image);
 }
 
-TEST_CASE("a replay reads only the images it is asked for, and knows the others' sizes") {
+TEST_CASE("images read later: listed where they lie, read back whole, weighed as when read") {
   TempDir dir;
   // x.jpg starts as a JPEG does; a.jpg of write_shard() is no image.
   formats::TarEncoder encoder(0);
@@ -98,36 +103,42 @@ TEST_CASE("a replay reads only the images it is asked for, and knows the others'
   write_file(dir.path / "x.tar", tar);
   for (const fs::path& shard : {dir.path / "x.tar", write_shard(dir.path)}) {
     auto source = shard_source({shard.string()}, 50 + 14);  // x.jpg fits, b.png does not
-    std::vector<RawSample> samples;
-    std::vector<std::string> asked;
-    (void)source->read(
-        0,
-        [&](RawSample s) {
-          samples.push_back(std::move(s));
-          return true;
-        },
-        [&](std::string_view key) {
-          asked.emplace_back(key);
-          return false;
-        });
+    const auto later = read_all(*source, 0, nullptr, true);
     const auto read = read_all(*source, 0);
-    REQUIRE(samples.size() == read.size());
-    for (std::size_t i = 0; i < samples.size(); ++i) {
-      CAPTURE(samples[i].key);
-      CHECK(buffered_bytes(samples[i]) == buffered_bytes(read[i]));  // weighs as when read
-      CHECK(samples[i].label == read[i].label);                      // labels are read all the same
-      CHECK(samples[i].oversized_image == read[i].oversized_image);
+    REQUIRE(later.size() == read.size());
+    for (std::size_t i = 0; i < later.size(); ++i) {
+      CAPTURE(later[i].key);
+      CHECK(buffered_bytes(later[i]) == buffered_bytes(read[i]));  // weighs as when read
+      CHECK(later[i].label == read[i].label);                      // labels are read all the same
+      CHECK(later[i].oversized_image == read[i].oversized_image);
     }
     if (shard.filename() == "x.tar") {
-      CHECK(asked == std::vector<std::string>{"x"});
-      CHECK_FALSE(samples[0].image);  // passed over: its size alone
-      CHECK(samples[0].image_bytes == 64);
+      CHECK_FALSE(later[0].image);  // passed over: its size and place alone
+      CHECK(later[0].image_bytes == 64);
+      REQUIRE(later[0].image_offset);
+      CHECK(source->read_image(later[0]) == *read[0].image);
+      // A shard cut short since it was listed: an error naming it.
+      fs::resize_file(shard, *later[0].image_offset + 10);
+      CHECK_THROWS_WITH_AS(source->read_image(later[0]), doctest::Contains("x.tar"), IoError);
     } else {
-      CHECK(asked == std::vector<std::string>{"a"});  // b's image is over the limit, c has none
-      REQUIRE(samples[0].image);                      // no image: its head kept, as when read
-      CHECK(samples[0].image->size() == 8);
+      REQUIRE(later[0].image);  // no image: its head kept, as when read
+      CHECK(later[0].image->size() == 8);
+      CHECK_FALSE(later[0].image_offset);
+      CHECK_FALSE(later[1].image_offset);  // over the limit: never read
     }
   }
+}
+
+TEST_CASE("images read later from a compressed shard are read at once: they cannot be found again") {
+  TempDir dir;
+  const fs::path shard = write_shard(dir.path);
+  REQUIRE(std::system(("gzip -k " + shard.string()).c_str()) == 0);
+  auto source = shard_source({shard.string() + ".gz"}, 1 << 20);
+  const auto later = read_all(*source, 0, nullptr, true);
+  REQUIRE(later.size() == 3);
+  REQUIRE(later[1].image);
+  CHECK(later[1].image->size() == 100);
+  CHECK_FALSE(later[1].image_offset);
 }
 
 TEST_CASE("a missing or damaged shard ends with a reason naming it") {
@@ -176,4 +187,23 @@ TEST_CASE("folder images: one unit each, labelled by class, unreadable ones said
   const auto gone = read_all(*source, 2);
   REQUIRE(gone.size() == 1);
   CHECK(gone[0].unreadable);
+}
+
+TEST_CASE("folder images read later: their size now, their bytes when asked") {
+  TempDir dir;
+  write_file(dir.path / "cat" / "1.jpg", bytes_of("CAT"));
+  write_file(dir.path / "dog" / "2.jpg", bytes_of(std::string(64, 'd')));
+  auto source = folder_source(formats::scan_image_folder(dir.path), 32);
+  const auto cat = read_all(*source, 0, nullptr, true);
+  REQUIRE(cat.size() == 1);
+  CHECK_FALSE(cat[0].image);
+  CHECK(cat[0].image_bytes == 3);
+  REQUIRE(cat[0].image_offset == 0);
+  const ByteBuffer bytes = source->read_image(cat[0]);
+  CHECK(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()) == "CAT");
+  const auto big = read_all(*source, 1, nullptr, true);
+  CHECK(big[0].oversized_image == 64);
+  CHECK_FALSE(big[0].image_offset);
+  fs::remove(dir.path / "cat" / "1.jpg");
+  CHECK_THROWS_AS(source->read_image(cat[0]), IoError);
 }

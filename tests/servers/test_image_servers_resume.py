@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import server_helpers as h  # noqa: E402
 from image_server_data import CLASSES, run  # noqa: E402
 
 BATCH = 4
@@ -163,3 +164,44 @@ def test_hostile_tokens_are_refused_naming_the_field(main_data, full_run, rundir
 def test_a_token_that_is_no_file_is_refused(main_data, rundir):
     r = run(args(main_data, "--epochs", "1", "--resume", "/dev/zero"), rundir)
     assert r.rc != 0 and "/dev/zero" in r.err and not r.batches, r
+
+
+@pytest.mark.parametrize("kind", ["gzip shards", "folder"])
+def test_a_resumed_server_reads_what_it_cannot_find_again_and_serves_the_same(main_data, rundir, kind):
+    """Images of plain shards are read later by offset; gzip shards cannot be
+    sought in (read at once, consumed ones still not decoded) and folder
+    images are read by their file: the resumed epoch is the same either way."""
+    import glob
+    import gzip
+    import shutil
+    import tarfile
+    if kind == "gzip shards":
+        for shard in sorted(glob.glob(main_data.pattern.replace("{000..003}", "*"))):
+            with open(shard, "rb") as src, gzip.open(os.path.join(rundir, os.path.basename(shard) + ".gz"), "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        source = ["-u", os.path.join(rundir, "shard-{000..003}.tar.gz")]
+    else:
+        folder = os.path.join(rundir, "folder")
+        with tarfile.open(main_data.pattern.replace("{000..003}", "000")) as tar:
+            for m in tar:
+                if m.isfile() and m.name.endswith(".jpg"):
+                    os.makedirs(os.path.join(folder, f"c{len(m.name) % 3}"), exist_ok=True)
+                    with open(os.path.join(folder, f"c{len(m.name) % 3}", os.path.basename(m.name)), "wb") as f:
+                        f.write(tar.extractfile(m).read())
+        source = ["-d", folder]
+    exe = {"exe": h.DIR_EXE} if kind == "folder" else {}
+    common = [*source, "--meta", "-b", str(BATCH), "--size", "24", "--seed", "7", "-r", "0", "--epochs", "1",
+              "--epoch-batches", "8", "-w", "2"]
+    reference = run(common, rundir, **exe)
+    assert reference.rc == 0, reference
+    meta = reference.metas[0]
+    stream = {"fingerprint": meta["fingerprint"], "seed": 7, "complete": 0,
+              "epochs": {"0": {"consumed": [[0, 6]], "batches": 8}}}
+    path = write(rundir, {"format": "tensorcom-resume", "version": 1, "epoch": 0, "streams": {"0/1": stream}})
+    r = run(common + ["--resume", path], rundir, **exe)
+    assert r.rc == 0, r
+    mine, full = served(r), served(reference)
+    assert sorted(mine) == [(0, 6), (0, 7)]
+    assert "6 batches consumed before the resume" in r.out, r.out
+    for place, batch in mine.items():
+        assert same_batch(batch, full[place]), place

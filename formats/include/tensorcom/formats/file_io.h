@@ -53,6 +53,12 @@ struct FileContents {
 [[nodiscard]] FileContents read_file(const std::filesystem::path& path,
                                      std::uint64_t limit = std::numeric_limits<std::uint64_t>::max());
 
+// `size` bytes of path from byte `offset` on (an archive member whose place
+// was listed before). Throws IoError naming path if it cannot be opened or
+// read, is not a regular file, or ends before offset + size (changed since
+// it was listed).
+[[nodiscard]] ByteBuffer read_file_range(const std::filesystem::path& path, std::uint64_t offset, std::uint64_t size);
+
 // Creates path's parent folder (and its parents) if missing. Throws IoError.
 void create_parent_directories(const std::filesystem::path& path);
 

@@ -29,6 +29,9 @@ struct ShardMember {
   std::uint64_t size = 0;  // as the tar header declares it
   bool oversized = false;  // larger than max_member_bytes: passed over unread
   bool unread = false;     // ShardReaderOptions::listed_only asked for its size alone
+  // Where its bytes start in the shard file (read_file_range reads them
+  // later): known in local, uncompressed tars only.
+  std::optional<std::uint64_t> offset;
 };
 
 struct ShardSample {
@@ -70,9 +73,13 @@ struct ShardReaderOptions {
   // shown to it: a member keep refuses is listed with its head as usual.
   // Empty: none.
   std::function<bool(const ShardSample& so_far, std::string_view extension)> listed_only;
+  // listed_only applies only to members whose offset is known (a reader
+  // that reads them later by offset): the others are read as usual.
+  bool list_only_with_offset = false;
   // Bytes a read of a shard file asks for (0: 1 MiB). Members passed over
-  // within the current block cost their bytes anyway: a reader that passes
-  // over most members (a replay) reads far less with small blocks.
+  // within the current block cost their bytes anyway, the others a seek: a
+  // reader that passes over most members (a replay) reads far less with
+  // small blocks (a tar header, a label and an image's head fit in 8 KiB).
   std::size_t read_block = 0;
   // Shown the first bytes of each member read (up to kMemberHeadBytes, all
   // of a smaller member) with its extension: false keeps only those bytes as
@@ -87,6 +94,10 @@ struct ShardReaderOptions {
   // SIGKILL a second later) or the transfer, and never starts it again.
   std::function<bool()> cancelled;
 };
+
+// The file a local shard names (a path, or "file:PATH"); nothing for pipe:
+// commands and http(s) URLs.
+[[nodiscard]] std::optional<std::string> local_shard_path(std::string_view shard);
 
 // Whether `shard` is an "http://" or "https://" URL (the scheme in any case).
 [[nodiscard]] bool is_http_shard(std::string_view shard) noexcept;
