@@ -216,6 +216,44 @@ def test_silence_keeps_waiting_until_interrupted():
         assert out.decode().startswith("tensormon: done, 0 batches")
 
 
+def signal_a_thread(pid, sig, exclude):
+    """Sends sig to one thread of pid other than `exclude` whose mask lets it
+    in (as the kernel may pick any such thread for a process's signal);
+    returns the thread's id, or None if there is none."""
+    import ctypes
+    for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
+        if tid == exclude:
+            continue
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            blocked = int(re.search(r"SigBlk:\s+([0-9a-f]+)", f.read()).group(1), 16)
+        if not blocked & (1 << (sig - 1)):
+            libc = ctypes.CDLL(None, use_errno=True)
+            assert libc.syscall(234, pid, tid, int(sig)) == 0, "tgkill failed"  # SYS_tgkill on x86-64
+            return tid
+    return None
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="SYS_tgkill's number is x86-64's")
+def test_a_stop_signal_taken_by_another_thread_stops_the_tool_at_once():
+    """The metrics endpoint's thread takes signals too: a SIGTERM it takes
+    interrupts no receive of the main thread, which must still see it
+    within a moment, not at its next --timeout (60 s here)."""
+    name = "tensormon"
+    proc = subprocess.Popen([exe(name), "-t", "60", "--metrics", "127.0.0.1:0", silent_url()],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    with killing(proc):
+        assert "metrics: http://" in read_line(proc.stderr, 10, name)
+        time.sleep(0.3)
+        start = time.monotonic()
+        assert signal_a_thread(proc.pid, signal.SIGTERM, exclude=proc.pid), "no other thread takes SIGTERM"
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pytest.fail("still running 10 s after the stop signal")
+        assert time.monotonic() - start < 2
+        assert proc.returncode == 143 or proc.returncode == 130, proc.returncode
+
+
 # --- tensormon ------------------------------------------------------------------
 
 def test_tensormon_json_counts(tmp_path):

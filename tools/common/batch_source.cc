@@ -4,6 +4,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <algorithm>
 #include <iostream>
 
 namespace po = boost::program_options;
@@ -64,18 +65,27 @@ BatchSource::BatchSource(std::string tool, const SourceOptions& options)
   programs::install_stop_handlers();
 }
 
+// Waits in slices: a stop signal that another thread took (the metrics
+// endpoint's, say) interrupts no receive, so it is looked for between them.
 std::optional<TensorList> BatchSource::next() {
-  const auto timeout = std::chrono::round<Milliseconds>(std::chrono::duration<double>(options_.timeout_s));
+  constexpr Milliseconds kSlice{100};
+  const Milliseconds timeout =
+      std::max(Milliseconds{1}, std::chrono::round<Milliseconds>(std::chrono::duration<double>(options_.timeout_s)));
   double silent_s = 0;
+  Milliseconds waited{0};
   while (!programs::stop_requested()) {
+    const Milliseconds slice = std::min(kSlice, timeout - waited);
     std::optional<TensorList> batch;
     try {
-      batch = connection_.recv(timeout);
+      batch = connection_.recv(slice);
     } catch (const TransportError& e) {
       if (e.code() == EINTR && programs::stop_requested()) break;
       throw;
     }
     if (batch) return batch;
+    waited += slice;
+    if (waited < timeout) continue;
+    waited = Milliseconds{0};
     silent_s += options_.timeout_s;
     report_silence(silent_s);
     if (options_.timeout_exit) {
