@@ -116,7 +116,8 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
       "them")("queue-bytes", po::value(&s.connection.queue_bytes)->default_value(s.connection.queue_bytes),
               "bytes of batches queued per peer (0: --hwm alone)")("single",
                                                                    "send single-buffer messages instead of multipart")(
-      "linger", po::value(&linger_ms_)->default_value(linger_ms_), "ms to deliver queued batches at exit")(
+      "linger", po::value(&linger_ms_)->default_value(linger_ms_),
+      "ms to deliver queued batches at exit (after a stop signal: PUB none, PUSH at most 1000)")(
       "metrics", po::value(&s.metrics_address), "serve Prometheus metrics on HOST:PORT (port 0: any; default: none)")(
       "metrics-hold", po::value(&s.metrics_hold_s)->default_value(0),
       "seconds to keep answering scrapes after serving ends")(

@@ -172,6 +172,7 @@ int serve(const ServeTenOptions& options) {
        ++epoch) {
     if (!serve_epoch(inputs, options.group, sender)) break;
   }
+  if (programs::stop_requested()) connection.shorten_linger_for_stop();
   const Statistics& stats = connection.stats();
   std::cout << "serve-ten: done, " << stats.batches() << " batches, " << stats.samples() << " samples, "
             << stats.bytes() << " bytes in " << stats.seconds() << " s" << std::endl;
@@ -200,8 +201,9 @@ int main(int argc, char** argv) {
         "queue-bytes", po::value(&o.connection.queue_bytes)->default_value(o.connection.queue_bytes),
         "bytes of batches queued per peer (0: --hwm alone)")(
         "linger", po::value(&linger_ms)->default_value(linger_ms),
-        "ms to wait at exit for queued batches to be delivered (-1: forever)")(
-        "metrics", po::value(&o.metrics_address), "serve Prometheus metrics on HOST:PORT (port 0: any; default: none)")(
+        "ms to wait at exit for queued batches to be delivered (-1: forever; after a stop signal: PUB none, PUSH at "
+        "most 1000)")("metrics", po::value(&o.metrics_address),
+                      "serve Prometheus metrics on HOST:PORT (port 0: any; default: none)")(
         "metrics-hold", po::value(&o.metrics_hold_s)->default_value(0),
         "seconds to keep answering scrapes after serving ends")("address", po::value(&o.addresses),
                                                                 "URLs to serve on (brace-expanded)");

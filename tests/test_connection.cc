@@ -78,6 +78,24 @@ TEST_CASE("push and pull") {
     }
     CHECK_FALSE(push.wait_writable(50ms));  // its only receiver gone
   }
+  SUBCASE("a stop shortens a sender's linger: PUB to none, PUSH to at most kStopLinger") {
+    ConnectionOptions patient;
+    patient.linger = 10000ms;
+    Connection pub({ipc_url("zpub", dir, "s1")}, patient);
+    pub.shorten_linger_for_stop();
+    CHECK(pub.options().linger == 0ms);
+    Connection push({ipc_url("zrpush", dir, "s2")}, patient);
+    push.shorten_linger_for_stop();
+    CHECK(push.options().linger == kStopLinger);
+    ConnectionOptions brief;
+    brief.linger = 300ms;
+    Connection quick({ipc_url("zrpush", dir, "s3")}, brief);
+    quick.shorten_linger_for_stop();
+    CHECK(quick.options().linger == 300ms);  // never lengthened
+    Connection pull({ipc_url("zrpull", dir, "s4")}, patient);
+    pull.shorten_linger_for_stop();
+    CHECK(pull.options().linger == 10000ms);  // a receiver closes at once anyway
+  }
   SUBCASE("tcp on port 0, single-buffer framing is detected") {
     Connection pull({"zpull://127.0.0.1:0"}, receive_options);
     auto bound = pull.bound_addresses();

@@ -238,6 +238,11 @@ class Connection::Impl {
     apply_high_water_marks();
   }
 
+  void shorten_linger_for_stop() {
+    if (receives()) return;
+    set_linger(publishes() ? Milliseconds(0) : std::min(options_.linger, kStopLinger));
+  }
+
   void set_linger(Milliseconds linger) {
     require_open("setting linger");
     options_.linger = linger;
@@ -546,6 +551,7 @@ std::uint64_t Connection::dropped_without_subscriber() const noexcept { return i
 std::uint64_t Connection::refused_peers() const noexcept { return impl_->refused_peers(); }
 void Connection::set_timeout(std::optional<Milliseconds> timeout) { impl_->options_.timeout = timeout; }
 void Connection::set_linger(Milliseconds linger) { impl_->set_linger(linger); }
+void Connection::shorten_linger_for_stop() { impl_->shorten_linger_for_stop(); }
 void Connection::set_high_water_marks(int send, int receive) { impl_->set_high_water_marks(send, receive); }
 int Connection::poll_descriptor() { return impl_->poll_descriptor(); }
 bool Connection::message_waiting() { return impl_->message_waiting(); }

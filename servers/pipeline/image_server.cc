@@ -601,6 +601,7 @@ int ImageServer::run() {
     throw;
   }
   stop_threads();
+  if (stop_requested()) connection_.shorten_linger_for_stop();
   summary(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (metrics) metrics::hold_for_scrapes(options_.metrics_hold_s, options_.should_stop);
   return failed_ ? 1 : 0;

@@ -160,6 +160,32 @@ def test_subscribers_that_never_read_do_not_stall_the_others(clean_data):
         ctx.term()
 
 
+def test_a_subscriber_that_never_reads_does_not_hold_a_stop(clean_data):
+    """A PUB server's queue to a stalled subscriber stays full: a stop signal
+    must not wait out --linger (10 s) for it, since PUB drops for slow
+    subscribers anyway. Stop within 3 s, with the summary."""
+    paths, _ = clean_data
+    args = ["-u", "{" + ",".join(paths) + "}", "-b", "16", "--size", "128", "-r", "0", "--shuffle", "0"]
+    ctx = zmq.Context()
+    socks = []
+    try:
+        with pub_server(args) as (proc, address):
+            healthy = subscriber(ctx, address)
+            socks.append(healthy)
+            socks.append(subscriber(ctx, address, stuck=True))
+            receive(healthy, 40, timeout_s=10)  # the stuck one's queues are full by now
+            start = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=30)
+            took = time.monotonic() - start
+            assert proc.returncode == 0 and b": done: served " in out, (out, err)
+            assert took < 3, f"stopped after {took:.1f} s"
+    finally:
+        for s in socks:
+            s.close(linger=0)
+        ctx.term()
+
+
 def test_memory_limit_bounds_buffered_samples_in_bytes(root, rundir):
     """Sixteen 40 MB members (a 640 MB shard that packs into a few hundred KB)
     must not all sit in the shuffle buffer: --memory-limit bounds it in bytes."""

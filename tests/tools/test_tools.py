@@ -254,6 +254,43 @@ def test_a_stop_signal_taken_by_another_thread_stops_the_tool_at_once():
         assert proc.returncode == 143 or proc.returncode == 130, proc.returncode
 
 
+def test_serve_ten_stops_at_once_with_a_subscriber_that_never_reads(tmp_path):
+    """PUB drops for slow subscribers anyway: a stop signal must not wait
+    out serve-ten's --linger (10 s) for one whose queues are full."""
+    import zmq
+    path = write_ten(tmp_path / "big.ten", [[np.zeros((256, 1024), dtype=np.float32)]])
+    proc = subprocess.Popen([SERVE_TEN, "-i", str(path), "--epochs", "0", "zpub://127.0.0.1:0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    ctx = zmq.Context()
+    socks = []
+    try:
+        with killing(proc):
+            line = read_line(proc.stdout, LINE_TIMEOUT_S, "serve-ten")
+            address = re.search(r"\[bound (tcp://127\.0\.0\.1:\d+)\]", line).group(1)
+            for stuck in (False, True):
+                sub = ctx.socket(zmq.SUB)
+                sub.setsockopt(zmq.LINGER, 0)
+                if stuck:
+                    sub.setsockopt(zmq.RCVHWM, 1)
+                    sub.setsockopt(zmq.RCVBUF, 64 << 10)
+                sub.setsockopt(zmq.SUBSCRIBE, b"")
+                sub.connect(address)
+                socks.append(sub)
+            healthy = socks[0]
+            healthy.setsockopt(zmq.RCVTIMEO, 10000)
+            for _ in range(200):  # the stuck subscriber's queues fill meanwhile
+                healthy.recv_multipart()
+            start = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+            took = time.monotonic() - start
+            assert took < 3, f"stopped after {took:.1f} s"
+    finally:
+        for sock in socks:
+            sock.close(linger=0)
+        ctx.term()
+
+
 # --- tensormon ------------------------------------------------------------------
 
 def test_tensormon_json_counts(tmp_path):

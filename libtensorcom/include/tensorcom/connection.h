@@ -42,6 +42,10 @@ using Milliseconds = std::chrono::milliseconds;
 // unless ConnectionOptions::log says otherwise.
 void log_to_stderr(std::string_view line);
 
+// The most a sender stopping on a signal waits to deliver queued batches
+// (Connection::shorten_linger_for_stop).
+inline constexpr Milliseconds kStopLinger{1000};
+
 struct ConnectionOptions {
   Framing framing = Framing::kMultipart;  // how send() frames; receiving detects either
   // Batches queued for sending, per peer: ZeroMQ's (and the reference's)
@@ -167,6 +171,12 @@ class Connection {
   // send() and recv() throw TransportError; stats(), options(), endpoints()
   // stay readable. Idempotent; the destructor closes.
   void close();
+  // What a program stopping on a signal leaves its sender before close():
+  // PUB, whose slow subscribers miss batches anyway, closes at once; PUSH
+  // gets at most kStopLinger to deliver what is queued, so that a receiver
+  // that stopped reading cannot hold the stop. Throws TransportError if
+  // closed.
+  void shorten_linger_for_stop();
   [[nodiscard]] bool closed() const noexcept;
 
   // PUB: subscriptions currently held by peers (each SUB socket normally
