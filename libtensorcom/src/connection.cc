@@ -124,6 +124,7 @@ class Connection::Impl {
       (void)monitor_->wait_for_connection(std::min(options_.linger, kPeerGrace));
     }
     const std::uint64_t peers = stats_.batches() == 0 || !monitor_ ? 0 : monitor_->stop();
+    dropped_peers_ = dropped_peers();
     monitor_.reset();  // its socket must close before the context can
     poll_signal_.reset();
     try {
@@ -196,13 +197,47 @@ class Connection::Impl {
       while (socket_.recv(message, zmq::recv_flags::dontwait)) {
         if (message.size() == 0) continue;
         const auto first = *static_cast<const unsigned char*>(message.data());
-        if (first == 1) ++subscriptions_;
-        if (first == 0 && subscriptions_ > 0) --subscriptions_;
+        if (first == 1) {
+          ++subscriptions_;
+          subscription_bytes_ += message.size() - 1;
+        }
+        if (first == 0) {
+          if (subscriptions_ > 0) --subscriptions_;
+          subscription_bytes_ -= std::min<std::uint64_t>(subscription_bytes_, message.size() - 1);
+        }
       }
     } catch (const zmq::error_t& e) {
       throw_transport("reading subscriptions on " + describe() + " failed", e);
     }
+    bound_subscriptions();
     return subscriptions_;
+  }
+
+  // ZeroMQ keeps every subscription in a trie of about 30 bytes a byte of
+  // topic, with no bound: past kMaxSubscriptionBytesHeld in all, the
+  // busiest peer goes (its subscriptions with it), one every 100 ms while
+  // the unsubscriptions come back.
+  void bound_subscriptions() {
+    constexpr std::uint64_t kMaxSubscriptionBytesHeld = 1 << 20;
+    constexpr std::chrono::milliseconds kBetweenDrops{100};
+    if (subscription_bytes_ <= kMaxSubscriptionBytesHeld || !monitor_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_subscription_drop_) return;
+    next_subscription_drop_ = now + kBetweenDrops;
+    (void)monitor_->drop_busiest_peer();
+  }
+
+  std::uint64_t subscribing_peers() {
+    const std::uint64_t subscriptions = subscribers();
+    if (!publishes() || !monitor_) return subscriptions;
+    return std::min(subscriptions, monitor_->peers());
+  }
+
+  Connection::DroppedPeers dropped_peers() const {
+    if (!monitor_) return dropped_peers_;
+    using detail::PeerGuard;
+    return {dropped_peers_.unfinished + monitor_->dropped(PeerGuard::Drop::kUnfinished),
+            dropped_peers_.flooding + monitor_->dropped(PeerGuard::Drop::kFlooding)};
   }
 
   // A subscription arrives as a message: wait for one.
@@ -365,7 +400,11 @@ class Connection::Impl {
   }
 
   void start_monitor() {
-    if (!monitor_) monitor_ = std::make_unique<detail::SocketMonitor>(socket_, detail::kSocketBufferBytes);
+    if (monitor_) return;
+    using detail::PeerGuard;
+    const std::uint64_t handshake_bytes =
+        receives() ? 0 : (options_.curve ? PeerGuard::kCurveHandshakeBytes : PeerGuard::kNullHandshakeBytes);
+    monitor_ = std::make_unique<detail::SocketMonitor>(socket_, detail::kSocketBufferBytes, handshake_bytes);
   }
 
   void require_open(const char* operation) const {
@@ -512,8 +551,11 @@ class Connection::Impl {
   bool released_since_last_message_ = false;
   zmq::context_t context_;
   zmq::socket_t socket_;
-  std::unique_ptr<detail::ZapHandler> zap_;          // CURVE allow-list; stops before the context closes
-  std::uint64_t subscriptions_ = 0;                  // PUB: as counted from the XPUB messages
+  std::unique_ptr<detail::ZapHandler> zap_;  // CURVE allow-list; stops before the context closes
+  Connection::DroppedPeers dropped_peers_;   // counted by a monitor since closed
+  std::uint64_t subscriptions_ = 0;          // PUB: as counted from the XPUB messages
+  std::uint64_t subscription_bytes_ = 0;     // PUB: their topics' bytes
+  std::chrono::steady_clock::time_point next_subscription_drop_{};
   std::uint64_t fitted_bytes_ = 0;                   // batch size the send queue was fitted to
   std::unique_ptr<detail::PollSignal> poll_signal_;  // poll_descriptor()'s; stops before the socket closes
   bool closed_ = false;
@@ -543,6 +585,8 @@ void Connection::close() {
 }
 bool Connection::closed() const noexcept { return !impl_ || impl_->closed(); }
 std::uint64_t Connection::subscribers() { return impl_->subscribers(); }
+std::uint64_t Connection::subscribing_peers() { return impl_->subscribing_peers(); }
+Connection::DroppedPeers Connection::dropped_peers() const { return impl_->dropped_peers(); }
 bool Connection::wait_for_subscriber(std::optional<Milliseconds> timeout) {
   return impl_->wait_for_subscriber(timeout);
 }

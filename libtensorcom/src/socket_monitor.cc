@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "malloc_tuning.h"
+
 namespace tensorcom::detail {
 
 namespace {
@@ -19,7 +21,8 @@ std::string next_monitor_address() {
 
 }  // namespace
 
-SocketMonitor::SocketMonitor(zmq::socket_t& socket, int ipc_buffer_bytes) : monitor_(ipc_buffer_bytes) {
+SocketMonitor::SocketMonitor(zmq::socket_t& socket, int ipc_buffer_bytes, std::uint64_t handshake_bytes)
+    : guard_(handshake_bytes, tcp_probe()), monitor_(ipc_buffer_bytes, guard_) {
   // init() must run on the socket's own thread; the monitor's PAIR socket then
   // belongs to the watching thread alone (until stop() has joined it).
   monitor_.init(socket, next_monitor_address(), ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED);
@@ -37,8 +40,25 @@ SocketMonitor::SocketMonitor(zmq::socket_t& socket, int ipc_buffer_bytes) : moni
         // other error (the context ending) ends watching, never the process.
         if (e.num() != EINTR) return;
       }
+      guard_peers();
     }
   });
+}
+
+void SocketMonitor::guard_peers() {
+  constexpr std::chrono::milliseconds kSweepEvery{50};
+  // A flooder's subscriptions are freed once ZeroMQ has seen it go (on the
+  // socket's next send or receive); the heap is given back a second later.
+  constexpr std::chrono::seconds kTrimAfter{1};
+  const auto now = PeerGuard::Clock::now();
+  if (now < next_sweep_) return;
+  next_sweep_ = now + kSweepEvery;
+  guard_.sweep(now);
+  if (guard_.take_flood_drop()) trim_at_ = now + kTrimAfter;
+  if (trim_at_ && now >= *trim_at_) {
+    trim_at_.reset();
+    return_free_memory();
+  }
 }
 
 SocketMonitor::~SocketMonitor() { (void)stop(); }
@@ -70,16 +90,19 @@ std::uint64_t SocketMonitor::stop() {
 void SocketMonitor::Monitor::on_event_connected(const zmq_event_t& event, const char* address) {
   ++connections;
   ++open;
+  guard_.connected(event.value);
   tune(event.value, address);
 }
 
 void SocketMonitor::Monitor::on_event_accepted(const zmq_event_t& event, const char* address) {
   ++connections;
   ++open;
+  guard_.accepted(event.value, PeerGuard::Clock::now());
   tune(event.value, address);
 }
 
-void SocketMonitor::Monitor::on_event_disconnected(const zmq_event_t&, const char*) {
+void SocketMonitor::Monitor::on_event_disconnected(const zmq_event_t& event, const char*) {
+  guard_.disconnected(event.value);
   // Only this watcher's thread writes the count: no race below zero.
   if (open.load() > 0) --open;
 }

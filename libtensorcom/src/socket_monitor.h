@@ -7,6 +7,10 @@
 // linger just delays the exit of a program that never found its server, or
 // whose receivers have all gone.
 //
+// Hostile peers: a PeerGuard (peer_guard.h) bounds the connections a bound
+// sender accepted that have not finished their handshake, and drops peers
+// that flood it.
+//
 // ipc buffers: ZeroMQ applies ZMQ_SNDBUF and ZMQ_RCVBUF to tcp connections
 // only; ipc (Unix-domain) connections keep the kernel's default of about
 // 200 KiB, which cuts a 38 MB batch into some two hundred reads, each after
@@ -19,7 +23,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <thread>
+
+#include "peer_guard.h"
 
 namespace tensorcom::detail {
 
@@ -28,7 +35,9 @@ class SocketMonitor {
   // Starts watching socket; ipc_buffer_bytes is the buffer size set on ipc
   // connections. The socket must outlive this object, and watching must
   // start before the socket binds or connects, or early peers are missed.
-  SocketMonitor(zmq::socket_t& socket, int ipc_buffer_bytes);
+  // handshake_bytes: PeerGuard's, for the socket's security mechanism (0:
+  // no guard, for receiving sockets).
+  SocketMonitor(zmq::socket_t& socket, int ipc_buffer_bytes, std::uint64_t handshake_bytes);
   ~SocketMonitor();
   SocketMonitor(const SocketMonitor&) = delete;
   SocketMonitor& operator=(const SocketMonitor&) = delete;
@@ -40,10 +49,15 @@ class SocketMonitor {
   // open now (made or accepted, not yet lost). Idempotent.
   std::uint64_t stop();
 
+  // Peers connected and past their handshake (PeerGuard::peers()).
+  [[nodiscard]] std::uint64_t peers() { return guard_.peers(); }
+  [[nodiscard]] std::uint64_t dropped(PeerGuard::Drop reason) const { return guard_.dropped(reason); }
+  bool drop_busiest_peer() { return guard_.drop_busiest(PeerGuard::Clock::now()); }
+
  private:
   class Monitor : public zmq::monitor_t {
    public:
-    explicit Monitor(int bytes) : bytes_(bytes) {}
+    Monitor(int bytes, PeerGuard& guard) : bytes_(bytes), guard_(guard) {}
     void on_event_connected(const zmq_event_t& event, const char* address) override;
     void on_event_accepted(const zmq_event_t& event, const char* address) override;
     void on_event_disconnected(const zmq_event_t& event, const char* address) override;
@@ -53,9 +67,15 @@ class SocketMonitor {
    private:
     void tune(int fd, const char* address) const;
     int bytes_;
+    PeerGuard& guard_;
   };
 
+  void guard_peers();  // on the watcher's thread, between events
+
+  PeerGuard guard_;
   Monitor monitor_;
+  PeerGuard::Clock::time_point next_sweep_{};
+  std::optional<PeerGuard::Clock::time_point> trim_at_;  // give back a flooder's memory then
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -440,11 +440,13 @@ bool ImageServer::await_subscribers() {
   // would miss the start of the epoch. After it, any one.
   const std::uint64_t needed = sent_.batches() == 0 ? options_.subscribers : 0;
   for (;;) {
-    if (connection_.wait_for_subscriber(Milliseconds(50)) && (needed <= 1 || connection_.subscribers() >= needed)) {
-      sent_.set_subscribers(connection_.subscribers());
+    // Counted by peer: one peer holding two subscriptions is one subscriber.
+    if (connection_.wait_for_subscriber(Milliseconds(50)) &&
+        (needed <= 1 || connection_.subscribing_peers() >= needed)) {
+      sent_.set_subscribers(connection_.subscribing_peers());
       return true;
     }
-    sent_.set_subscribers(connection_.subscribers());
+    sent_.set_subscribers(connection_.subscribing_peers());
     if (stop_requested()) return false;
     if (needed > 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -547,6 +549,12 @@ void ImageServer::summary(double seconds) const {
             << "; replaced by a neighbour: " << replaced_summary()
             << "; JPEGs cut at restart markers: " << jpegs_sliced_ << " of " << jpegs_total_
             << "; peak memory: " << peak_memory_mib() << " MiB" << std::endl;
+  const Connection::DroppedPeers dropped = connection_.dropped_peers();
+  if (dropped.unfinished || dropped.flooding) {
+    std::cout << options_.program << ": peers dropped: " << dropped.unfinished
+              << " that did not finish their handshake, " << dropped.flooding
+              << " that sent more than a receiver needs to (docs/security.md)" << std::endl;
+  }
   // Most of a crop's decoding time is entropy decoding of rows it does not
   // need; restart markers let the server skip it. Say how to get them.
   if (jpegs_total_ > 0 && jpegs_sliced_ * 2 < jpegs_total_) {

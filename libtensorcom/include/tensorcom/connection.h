@@ -182,6 +182,20 @@ class Connection {
   // PUB: subscriptions currently held by peers (each SUB socket normally
   // holds one); 0 for other kinds.
   [[nodiscard]] std::uint64_t subscribers();
+  // PUB: subscribers counted by peer: subscriptions, but at most the peers
+  // connected and past their handshake (one SUB holding two topics, or an
+  // extra subscription, is one subscriber). A peer that connected without
+  // subscribing still counts while another holds two subscriptions.
+  [[nodiscard]] std::uint64_t subscribing_peers();
+  // Senders: peers dropped for holding a connection without finishing its
+  // handshake (too many at once, or for more than 3 s), and for sending
+  // more than a sender's peer ever needs to (a subscription flood); see
+  // docs/security.md.
+  struct DroppedPeers {
+    std::uint64_t unfinished = 0;
+    std::uint64_t flooding = 0;
+  };
+  [[nodiscard]] DroppedPeers dropped_peers() const;
   // PUB: waits at most timeout (none: forever) until some peer is
   // subscribed. Returns: whether one is; true at once for other kinds.
   // Throws TransportError (code() EINTR when a signal interrupted the wait).

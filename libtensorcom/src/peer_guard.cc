@@ -1,0 +1,146 @@
+#include "peer_guard.h"
+
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace tensorcom::detail {
+
+PeerGuard::PeerGuard(std::uint64_t handshake_bytes, Probe probe)
+    : handshake_bytes_(handshake_bytes), probe_(std::move(probe)) {}
+
+void PeerGuard::accepted(int fd, Clock::time_point now) {
+  std::lock_guard lock(mutex_);
+  if (handshake_bytes_ == 0) {
+    open_[fd] = Connection{now, false, true, false};
+    return;
+  }
+  open_[fd] = Connection{now};
+  // Each accept may be a flood's: bound the unfinished at once, not at the
+  // next sweep, so that a burst of connections cannot reach the
+  // descriptor limit in between.
+  drop_unfinished_over_cap();
+}
+
+void PeerGuard::connected(int fd) {
+  std::lock_guard lock(mutex_);
+  open_[fd] = Connection{Clock::time_point{}, false, true, false};
+}
+
+void PeerGuard::disconnected(int fd) {
+  std::lock_guard lock(mutex_);
+  open_.erase(fd);
+}
+
+std::optional<std::uint64_t> PeerGuard::probe(int fd, Connection& c) {
+  const std::optional<std::uint64_t> bytes = probe_.bytes_received(fd);
+  if (!bytes) {
+    c.guarded = false;  // not TCP: ipc is the machine's own users
+    c.finished = true;
+  } else if (*bytes >= handshake_bytes_) {
+    c.finished = true;
+  }
+  return bytes;
+}
+
+void PeerGuard::drop(int fd, Connection& c, Drop reason) {
+  c.dropped = true;
+  probe_.drop(fd);
+  if (reason == Drop::kUnfinished) {
+    ++dropped_unfinished_;
+  } else {
+    ++dropped_flooding_;
+    flood_drop_ = true;
+  }
+}
+
+void PeerGuard::drop_unfinished_over_cap() {
+  std::vector<std::pair<Clock::time_point, int>> unfinished;
+  for (auto& [fd, c] : open_) {
+    if (!c.guarded || c.dropped) continue;
+    if (!c.finished) (void)probe(fd, c);
+    if (c.guarded && !c.finished) unfinished.emplace_back(c.accepted_at, fd);
+  }
+  if (unfinished.size() <= kMaxUnfinished) return;
+  std::sort(unfinished.begin(), unfinished.end());
+  const std::size_t excess = unfinished.size() - kMaxUnfinished;
+  for (std::size_t i = 0; i < excess; ++i) drop(unfinished[i].second, open_[unfinished[i].second], Drop::kUnfinished);
+}
+
+void PeerGuard::sweep(Clock::time_point now) {
+  std::lock_guard lock(mutex_);
+  for (auto& [fd, c] : open_) {
+    if (!c.guarded || c.dropped) continue;
+    const std::optional<std::uint64_t> bytes = probe(fd, c);
+    if (!bytes) continue;
+    const auto age = now - c.accepted_at;
+    if (!c.finished) {
+      if (age > kHandshakeGrace) drop(fd, c, Drop::kUnfinished);
+      continue;
+    }
+    const auto seconds = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(age).count());
+    if (*bytes > kMaxReceivedBytes + kHeartbeatBytesPerSecond * seconds) drop(fd, c, Drop::kFlooding);
+  }
+  drop_unfinished_over_cap();
+}
+
+std::uint64_t PeerGuard::peers() {
+  std::lock_guard lock(mutex_);
+  std::uint64_t count = 0;
+  for (auto& [fd, c] : open_) {
+    if (c.dropped) continue;
+    if (!c.finished) (void)probe(fd, c);
+    if (c.finished) ++count;
+  }
+  return count;
+}
+
+bool PeerGuard::drop_busiest(Clock::time_point now) {
+  std::lock_guard lock(mutex_);
+  Connection* busiest = nullptr;
+  int busiest_fd = -1;
+  double busiest_rate = -1;
+  for (auto& [fd, c] : open_) {
+    if (!c.guarded || c.dropped) continue;
+    const std::optional<std::uint64_t> bytes = probe(fd, c);
+    if (!bytes || !c.finished) continue;
+    const double seconds = std::max(1e-3, std::chrono::duration<double>(now - c.accepted_at).count());
+    const double rate = static_cast<double>(*bytes) / seconds;
+    if (rate > busiest_rate) {
+      busiest = &c;
+      busiest_fd = fd;
+      busiest_rate = rate;
+    }
+  }
+  if (!busiest) return false;
+  drop(busiest_fd, *busiest, Drop::kFlooding);
+  return true;
+}
+
+std::uint64_t PeerGuard::dropped(Drop reason) const {
+  std::lock_guard lock(mutex_);
+  return reason == Drop::kUnfinished ? dropped_unfinished_ : dropped_flooding_;
+}
+
+bool PeerGuard::take_flood_drop() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(flood_drop_, false);
+}
+
+PeerGuard::Probe tcp_probe() {
+  return {[](int fd) -> std::optional<std::uint64_t> {
+            tcp_info info{};
+            socklen_t size = sizeof info;
+            if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &size) != 0) return std::nullopt;
+            // A kernel too old to count received bytes cannot be guarded.
+            if (size < offsetof(tcp_info, tcpi_bytes_received) + sizeof info.tcpi_bytes_received) return std::nullopt;
+            return info.tcpi_bytes_received;
+          },
+          [](int fd) { (void)::shutdown(fd, SHUT_RDWR); }};
+}
+
+}  // namespace tensorcom::detail

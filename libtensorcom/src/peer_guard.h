@@ -1,0 +1,105 @@
+// Internal: bounds what peers of a sending socket can hold before and after
+// their handshake, from outside ZeroMQ (which has no per-connection limits).
+//
+// A sender's peers (SUB, PULL) send a greeting and a handshake, then only
+// subscriptions and heartbeats. The kernel counts what each TCP connection
+// has received (TCP_INFO), so without reading ZeroMQ's state:
+// - a connection that has not received a whole handshake's bytes has
+//   certainly not finished it: such connections are bounded in number
+//   (kMaxUnfinished, the oldest dropped first) and in time (kHandshakeGrace);
+//   an outside peer opening connections and sending nothing can no longer
+//   take the process's descriptors;
+// - a connection that has received more than kMaxReceivedBytes (plus a
+//   heartbeat's allowance for its age) is flooding it with subscriptions:
+//   dropped, which gives its subscriptions' memory back; and when the
+//   socket holds too many subscriptions in all, the busiest peer is
+//   (drop_busiest), so that slow flooders are bounded too.
+// Dropping is shutdown(2) on the descriptor, which ZeroMQ owns and then
+// closes as a peer that went away. ipc connections and connections this
+// socket made itself are never dropped. Also counts the peers that are
+// connected and past their handshake, for counting subscribers by peer.
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+
+namespace tensorcom::detail {
+
+class PeerGuard {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::size_t kMaxUnfinished = 64;
+  static constexpr std::chrono::seconds kHandshakeGrace{3};
+  static constexpr std::uint64_t kMaxReceivedBytes = 64 << 10;
+  // A ZMTP PING is about 15 bytes: heartbeats every 100 ms fit with room.
+  static constexpr std::uint64_t kHeartbeatBytesPerSecond = 256;
+  // The fewest bytes a finished ZMTP 3 handshake takes (greeting and READY,
+  // measured: 91 for a SUB, 92 for a PULL; with CURVE 551-552).
+  static constexpr std::uint64_t kNullHandshakeBytes = 91;
+  static constexpr std::uint64_t kCurveHandshakeBytes = 512;
+
+  enum class Drop { kUnfinished, kFlooding };
+
+  struct Probe {
+    // Bytes a connection has received; nothing if it is no TCP connection.
+    std::function<std::optional<std::uint64_t>(int fd)> bytes_received;
+    // Ends a connection.
+    std::function<void(int fd)> drop;
+  };
+
+  // handshake_bytes: kNullHandshakeBytes or kCurveHandshakeBytes; 0 guards
+  // nothing (a receiving socket, whose peers send batches), only counts.
+  PeerGuard(std::uint64_t handshake_bytes, Probe probe);
+
+  // A connection a bound socket accepted (a peer that may be hostile).
+  void accepted(int fd, Clock::time_point now);
+  // A connection this socket made (its peer was chosen: never dropped).
+  void connected(int fd);
+  void disconnected(int fd);
+  // Drops what the bounds above say; cheap enough to run every few tens of
+  // milliseconds.
+  void sweep(Clock::time_point now);
+
+  // Connections open and past their handshake (or not TCP). Probes the
+  // accepted ones not yet known to be.
+  [[nodiscard]] std::uint64_t peers();
+  // Drops the accepted TCP peer that has sent the most bytes a second over
+  // its life (a socket holding too many subscriptions in all: the likeliest
+  // flooder). Returns: whether there was one.
+  bool drop_busiest(Clock::time_point now);
+  [[nodiscard]] std::uint64_t dropped(Drop reason) const;
+  // Whether a peer was dropped for flooding since the last call: its
+  // subscriptions' memory may be given back once ZeroMQ has let go of it.
+  [[nodiscard]] bool take_flood_drop();
+
+ private:
+  struct Connection {
+    Clock::time_point accepted_at;
+    bool guarded = true;  // accepted TCP, not yet known to have finished
+    bool finished = false;
+    bool dropped = false;
+  };
+  void drop(int fd, Connection& c, Drop reason);
+  // Refreshes c.finished; returns the bytes received, if TCP.
+  std::optional<std::uint64_t> probe(int fd, Connection& c);
+  void drop_unfinished_over_cap();
+
+  const std::uint64_t handshake_bytes_;
+  const Probe probe_;
+  mutable std::mutex mutex_;
+  std::map<int, Connection> open_;
+  std::uint64_t dropped_unfinished_ = 0;
+  std::uint64_t dropped_flooding_ = 0;
+  bool flood_drop_ = false;
+};
+
+// The Probe of real descriptors: TCP_INFO's tcpi_bytes_received, and
+// shutdown(SHUT_RDWR).
+[[nodiscard]] PeerGuard::Probe tcp_probe();
+
+}  // namespace tensorcom::detail

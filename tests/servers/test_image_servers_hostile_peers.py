@@ -1,0 +1,202 @@
+"""Hostile peers on a server's data port (docs/security.md, "Peers of a
+sender"): connections that never finish a handshake, subscription floods,
+and --subscribers counting peers rather than subscriptions.
+
+Everything on 127.0.0.1 with ports the system picks; every wait bounded.
+Run: TENSORCOM_BUILD_DIR=build pytest-3 -q -p no:cacheprovider tests/servers/
+"""
+import os
+import re
+import resource
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
+import msgpack
+import pytest
+import zmq
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import server_helpers as h  # noqa: E402
+from image_server_data import _rss_bytes, _sanitized  # noqa: E402
+
+MAX_UNFINISHED = 64  # PeerGuard::kMaxUnfinished
+
+
+@contextmanager
+def pub_server(args, open_files=None):
+    """serve-imagenet-shards ARGS on zpub://127.0.0.1:0, its descriptor
+    limit set to open_files if given: yields (process, address, port)."""
+    def limit():
+        if open_files:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+    proc = subprocess.Popen([h.SHARDS_EXE, *args, "zpub://127.0.0.1:0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, preexec_fn=limit)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 10)
+        assert ready, "no first line within 10 s"
+        first = proc.stdout.readline().decode()
+        m = re.search(r"\[bound (tcp://127\.0\.0\.1:(\d+))\]", first)
+        assert m, first
+        yield proc, m.group(1), int(m.group(2))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+def subscriber(ctx, address, topics=(b"",)):
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    for topic in topics:
+        sub.setsockopt(zmq.SUBSCRIBE, topic)
+    sub.connect(address)
+    return sub
+
+
+def batch_index(sub, timeout_s):
+    """The `batch` of the next batch's --meta, or None within timeout_s."""
+    if not sub.poll(int(timeout_s * 1000)):
+        return None
+    frames = sub.recv_multipart()
+    return msgpack.unpackb(frames[-1], raw=False)["batch"] if len(frames) > 2 else -1
+
+
+def descriptors(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def stop(proc):
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    return proc.returncode, out.decode(), err.decode()
+
+
+def test_subscribers_are_counted_by_peer_not_by_subscription(clean_data):
+    """--subscribers 2: one peer holding two subscriptions is one subscriber;
+    the epoch starts when the second peer comes, which gets batch 0."""
+    paths, _ = clean_data
+    args = ["-u", paths[0], "-b", "4", "--size", "16", "-r", "0", "--meta", "--epochs", "1", "--subscribers", "2"]
+    ctx = zmq.Context()
+    socks = []
+    try:
+        with pub_server(args) as (proc, address, _):
+            first = subscriber(ctx, address, topics=(b"", b"another topic"))
+            socks.append(first)
+            assert batch_index(first, 1.5) is None, "the epoch started for one peer with two subscriptions"
+            second = subscriber(ctx, address)
+            socks.append(second)
+            assert batch_index(second, 10) == 0
+            assert batch_index(first, 10) == 0
+            assert proc.wait(timeout=30) == 0
+    finally:
+        for s in socks:
+            s.close(linger=0)
+        ctx.term()
+
+
+def test_connections_that_send_nothing_cannot_take_the_descriptors(clean_data):
+    """Under a 256-descriptor limit, 600 connections that never send a
+    greeting: the server holds at most 64 of them at once, keeps serving
+    a real subscriber every batch, and says how many it dropped."""
+    paths, _ = clean_data
+    args = ["-u", "{" + ",".join(paths) + "}", "-b", "4", "--size", "16", "-r", "0", "--meta", "--epochs", "3",
+            "--subscribers", "1"]
+    ctx = zmq.Context()
+    held, socks = [], []
+    try:
+        with pub_server(args, open_files=256) as (proc, address, port):
+            baseline = descriptors(proc.pid)
+            for _ in range(600):
+                c = socket.create_connection(("127.0.0.1", port), timeout=5)
+                held.append(c)
+            time.sleep(0.5)
+            assert descriptors(proc.pid) - baseline <= MAX_UNFINISHED + 8
+            sub = subscriber(ctx, address)
+            socks.append(sub)
+            got = []
+            while (index := batch_index(sub, 10)) is not None:
+                got.append(index)
+            assert proc.wait(timeout=30) == 0
+            out = proc.stdout.read().decode()
+            assert len(got) == 30 and sorted(got) == sorted(list(range(10)) * 3), got
+            m = re.search(r"peers dropped: (\d+) that did not finish their handshake", out)
+            assert m and int(m.group(1)) >= 600 - MAX_UNFINISHED, out
+    finally:
+        for c in held:
+            c.close()
+        for s in socks:
+            s.close(linger=0)
+        ctx.term()
+
+
+def test_a_subscription_flood_is_dropped_and_its_memory_given_back(clean_data):
+    """A peer subscribing to 4000 different 4000-byte topics (16 MB; the
+    server grew by 490 MiB and kept it) is dropped after 64 KiB, again at
+    each reconnect: the server's memory stays within 64 MiB of where it was,
+    and a real subscriber keeps its batches."""
+    if _sanitized(h.SHARDS_EXE):
+        pytest.skip("sanitizer build: its allocator keeps freed memory on purpose")
+    paths, _ = clean_data
+    args = ["-u", "{" + ",".join(paths) + "}", "-b", "4", "--size", "16", "-r", "0", "--meta", "--epochs", "0"]
+    ctx = zmq.Context()
+    socks = []
+    try:
+        with pub_server(args) as (proc, address, _):
+            honest = subscriber(ctx, address)
+            socks.append(honest)
+            assert batch_index(honest, 10) is not None
+            before = _rss_bytes(proc.pid)
+            flood = ctx.socket(zmq.SUB)
+            flood.setsockopt(zmq.LINGER, 0)
+            flood.setsockopt(zmq.RECONNECT_IVL, 50)
+            socks.append(flood)
+            for i in range(4000):
+                flood.setsockopt(zmq.SUBSCRIBE, b"%05d" % i + bytes(3995))
+            flood.connect(address)
+            peak = before
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:
+                assert batch_index(honest, 5) is not None, "the honest subscriber starved"
+                peak = max(peak, _rss_bytes(proc.pid))
+            assert peak - before < 64 << 20, f"grew by {(peak - before) >> 20} MiB"
+            code, out, err = stop(proc)
+            assert code == 0, (out, err)
+            m = re.search(r"(\d+) that sent more than a receiver needs to", out)
+            assert m and int(m.group(1)) >= 1, out
+    finally:
+        for s in socks:
+            s.close(linger=0)
+        ctx.term()
+
+
+def test_many_peers_each_under_the_per_peer_bound_are_bounded_in_all(clean_data):
+    """Forty peers, each holding 14 subscriptions of 4000 bytes (56 KB, under
+    one peer's 64 KiB): past 1 MiB of subscriptions in all the busiest are
+    dropped, and a real subscriber keeps its batches."""
+    paths, _ = clean_data
+    args = ["-u", "{" + ",".join(paths) + "}", "-b", "4", "--size", "16", "-r", "0", "--meta", "--epochs", "0"]
+    ctx = zmq.Context()
+    socks = []
+    try:
+        with pub_server(args) as (proc, address, _):
+            honest = subscriber(ctx, address)
+            socks.append(honest)
+            assert batch_index(honest, 10) is not None
+            for p in range(40):
+                socks.append(subscriber(ctx, address, topics=[b"%02d%03d" % (p, i) + bytes(3995) for i in range(14)]))
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                assert batch_index(honest, 5) is not None, "the honest subscriber starved"
+            code, out, err = stop(proc)
+            assert code == 0, (out, err)
+            m = re.search(r"(\d+) that sent more than a receiver needs to", out)
+            assert m and int(m.group(1)) >= 1, out
+    finally:
+        for s in socks:
+            s.close(linger=0)
+        ctx.term()

@@ -1,0 +1,135 @@
+// PeerGuard's bounds, with a fake probe standing in for TCP_INFO and
+// shutdown(2); the real descriptors are tests/security/'s business.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <set>
+
+#include "peer_guard.h"
+
+using tensorcom::detail::PeerGuard;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct FakePeers {
+  std::map<int, std::uint64_t> received;  // absent: not TCP
+  std::set<int> dropped;
+  PeerGuard::Probe probe() {
+    return {[this](int fd) -> std::optional<std::uint64_t> {
+              auto it = received.find(fd);
+              if (it == received.end()) return std::nullopt;
+              return it->second;
+            },
+            [this](int fd) { dropped.insert(fd); }};
+  }
+};
+
+constexpr std::uint64_t kHandshake = PeerGuard::kNullHandshakeBytes;
+
+}  // namespace
+
+TEST_CASE("connections that never finish their handshake are bounded in number, oldest dropped first") {
+  FakePeers peers;
+  PeerGuard guard(kHandshake, peers.probe());
+  const auto t0 = PeerGuard::Clock::now();
+  for (int fd = 100; fd < 100 + 200; ++fd) {
+    peers.received[fd] = 0;  // a TCP connection that sent nothing
+    guard.accepted(fd, t0 + std::chrono::milliseconds(fd));
+  }
+  CHECK(peers.dropped.size() == 200 - PeerGuard::kMaxUnfinished);
+  CHECK(*peers.dropped.begin() == 100);
+  CHECK(*peers.dropped.rbegin() == 100 + 200 - PeerGuard::kMaxUnfinished - 1);
+  CHECK(guard.dropped(PeerGuard::Drop::kUnfinished) == 200 - PeerGuard::kMaxUnfinished);
+  CHECK(guard.peers() == 0);
+}
+
+TEST_CASE("a peer past its handshake is never dropped as unfinished, and counts as a peer") {
+  FakePeers peers;
+  PeerGuard guard(kHandshake, peers.probe());
+  const auto t0 = PeerGuard::Clock::now();
+  peers.received[5] = kHandshake;  // a PULL's greeting and READY, nothing since
+  guard.accepted(5, t0);
+  for (int fd = 10; fd < 10 + 100; ++fd) {
+    peers.received[fd] = 10;  // part of a greeting
+    guard.accepted(fd, t0 + 1ms);
+  }
+  CHECK_FALSE(peers.dropped.contains(5));
+  guard.sweep(t0 + 1h);  // the others are long past the grace
+  CHECK_FALSE(peers.dropped.contains(5));
+  CHECK(peers.dropped.size() == 100);
+  CHECK(guard.peers() == 1);
+}
+
+TEST_CASE("an unfinished handshake gets the grace, then is dropped") {
+  FakePeers peers;
+  PeerGuard guard(kHandshake, peers.probe());
+  const auto t0 = PeerGuard::Clock::now();
+  peers.received[7] = 64;  // a greeting alone
+  guard.accepted(7, t0);
+  guard.sweep(t0 + PeerGuard::kHandshakeGrace);
+  CHECK(peers.dropped.empty());
+  guard.sweep(t0 + PeerGuard::kHandshakeGrace + 1ms);
+  CHECK(peers.dropped.contains(7));
+}
+
+TEST_CASE("a peer that sends more than subscriptions and heartbeats need is dropped as flooding") {
+  FakePeers peers;
+  PeerGuard guard(kHandshake, peers.probe());
+  const auto t0 = PeerGuard::Clock::now();
+  peers.received[3] = 200;
+  peers.received[4] = 200;
+  guard.accepted(3, t0);
+  guard.accepted(4, t0);
+  guard.sweep(t0 + 1s);
+  CHECK(peers.dropped.empty());
+  peers.received[3] = PeerGuard::kMaxReceivedBytes + 10 * PeerGuard::kHeartbeatBytesPerSecond;
+  guard.sweep(t0 + 10s);  // within its allowance at ten seconds
+  CHECK(peers.dropped.empty());
+  guard.sweep(t0 + 9s);  // not at nine
+  CHECK(peers.dropped == std::set<int>{3});
+  CHECK(guard.take_flood_drop());
+  CHECK_FALSE(guard.take_flood_drop());
+  CHECK(guard.dropped(PeerGuard::Drop::kFlooding) == 1);
+  CHECK(guard.peers() == 1);
+  guard.disconnected(3);
+  CHECK(guard.peers() == 1);
+}
+
+TEST_CASE("ipc connections, connections made by the socket itself, and receivers are not guarded") {
+  FakePeers peers;
+  PeerGuard guard(kHandshake, peers.probe());
+  const auto t0 = PeerGuard::Clock::now();
+  guard.accepted(1, t0);  // not TCP (ipc)
+  peers.received[2] = 0;
+  guard.connected(2);  // this socket's own connection
+  guard.sweep(t0 + 1h);
+  CHECK(peers.dropped.empty());
+  CHECK(guard.peers() == 2);
+
+  FakePeers batches;
+  PeerGuard receiver(0, batches.probe());
+  batches.received[9] = std::uint64_t{1} << 40;  // a server's batches
+  receiver.accepted(9, t0);
+  receiver.sweep(t0 + 1h);
+  CHECK(batches.dropped.empty());
+  CHECK(receiver.peers() == 1);
+}
+
+TEST_CASE("drop_busiest picks the peer with the highest rate of bytes, never an unfinished or ipc one") {
+  FakePeers peers;
+  PeerGuard guard(kHandshake, peers.probe());
+  const auto t0 = PeerGuard::Clock::now();
+  peers.received[1] = 50'000;  // an old trainer with days of heartbeats: many bytes, a low rate
+  guard.accepted(1, t0);
+  peers.received[2] = 30'000;  // a young flooder
+  guard.accepted(2, t0 + 9'000s);
+  peers.received[3] = 10;  // unfinished
+  guard.accepted(3, t0 + 9'000s);
+  guard.accepted(4, t0 + 9'000s);  // ipc
+  CHECK(guard.drop_busiest(t0 + 9'010s));
+  CHECK(peers.dropped == std::set<int>{2});
+  CHECK(guard.drop_busiest(t0 + 9'010s));
+  CHECK(peers.dropped == std::set<int>{1, 2});
+  CHECK_FALSE(guard.drop_busiest(t0 + 9'010s));
+}
