@@ -285,6 +285,19 @@ void ImageServerCli::finish_size_schedule() {
   server.format.size = server.size_schedule->size_at(0);
 }
 
+namespace {
+
+// An unsigned option as the user likely typed it: the parser reads "-1" as
+// 2^64 - 1, which would be a puzzling thing to be told. (A value within
+// 2^31 of 2^64 is taken for a small negative number.)
+std::string as_given(std::uint64_t value) {
+  constexpr std::uint64_t kSmallNegatives = std::numeric_limits<std::uint64_t>::max() - (std::uint64_t{1} << 31);
+  if (value > kSmallNegatives) return std::to_string(static_cast<std::int64_t>(value));
+  return std::to_string(value);
+}
+
+}  // namespace
+
 void ImageServerCli::check_bounds() const {
   const ImageServerOptions& s = server;
   // Bounds well past any real job, checked before anything is allocated:
@@ -293,8 +306,7 @@ void ImageServerCli::check_bounds() const {
   constexpr std::uint64_t kMostBatch = 65536, kMostWorkers = 1024, kMostBatchBytes = std::uint64_t{8} << 30;
   auto in_range = [](const char* option, std::uint64_t value, std::uint64_t most) {
     if (value < 1 || value > most) {
-      throw ArgumentError(std::string(option) + " " + std::to_string(value) + ": expected 1 to " +
-                          std::to_string(most));
+      throw ArgumentError(std::string(option) + " " + as_given(value) + ": expected 1 to " + std::to_string(most));
     }
   };
   in_range("--batch", s.format.batch_size, kMostBatch);
@@ -313,7 +325,7 @@ void ImageServerCli::check_bounds() const {
   constexpr std::uint64_t kMostCount = 1000000000;
   for (const auto& [option, value] : {std::pair{"--epochs", s.epochs}, std::pair{"--report", s.report}}) {
     if (value > kMostCount) {
-      throw ArgumentError(std::string(option) + " " + std::to_string(value) + ": expected 0 to " +
+      throw ArgumentError(std::string(option) + " " + as_given(value) + ": expected 0 to " +
                           std::to_string(kMostCount));
     }
   }
@@ -322,11 +334,11 @@ void ImageServerCli::check_bounds() const {
   // the option parser reads as huge unsigned ones.
   constexpr std::uint64_t kMostSubscribers = 100000, kMostEpochSamples = std::uint64_t{1} << 40;
   if (s.subscribers > kMostSubscribers) {
-    throw ArgumentError("--subscribers " + std::to_string(s.subscribers) + ": expected 0 to " +
+    throw ArgumentError("--subscribers " + as_given(s.subscribers) + ": expected 0 to " +
                         std::to_string(kMostSubscribers));
   }
   if (s.epoch_batches > kMostEpochSamples / s.format.batch_size) {
-    throw ArgumentError("--epoch-batches " + std::to_string(s.epoch_batches) + ": expected at most " +
+    throw ArgumentError("--epoch-batches " + as_given(s.epoch_batches) + ": expected at most " +
                         std::to_string(kMostEpochSamples / s.format.batch_size) + " batches of " +
                         std::to_string(s.format.batch_size));
   }

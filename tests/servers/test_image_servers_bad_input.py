@@ -53,6 +53,8 @@ def test_out_of_range_counts_are_refused(clean_data, option, value):
     rc, out, err = h.run_plain(["-u", paths[0], "--epochs", "1", option, value, "zpub+ipc:///tmp/tcs-nothing"])
     assert rc == 1, (rc, out, err)
     assert option in err and "expected" in err, err
+    if value.startswith("-") and option != "--flip":
+        assert f"{option} {value}:" in err, err  # as typed, not as 2^64 - 1
 
 
 @pytest.mark.parametrize("option,value", [("--epochs", "-1"), ("--epochs", str(2 ** 40)), ("--report", "-1"),
@@ -63,6 +65,7 @@ def test_out_of_range_epochs_and_reports_are_refused(clean_data, option, value):
     rc, out, err = h.run_plain(["-u", paths[0], option, value, "zpub+ipc:///tmp/tcs-nothing"])
     assert rc == 1, (rc, out, err)
     assert option in err and "expected 0 to" in err, err
+    assert f"{option} {value}:" in err, err  # as typed, not as 2^64 - 1
 
 
 @pytest.mark.parametrize("value", ["nearest", "", "BILINEAR", "bilinear\x1b[2J" + "x" * 5000])
