@@ -44,7 +44,7 @@ TEST_CASE("connections that never finish their handshake are bounded in number, 
   CHECK(guard.peers() == 0);
 }
 
-TEST_CASE("a peer past its handshake is never dropped as unfinished, and counts as a peer") {
+TEST_CASE("a peer past its handshake is never dropped as unfinished, and counts once it has subscribed") {
   FakePeers peers;
   PeerGuard guard(kHandshake, peers.probe());
   const auto t0 = PeerGuard::Clock::now();
@@ -58,6 +58,8 @@ TEST_CASE("a peer past its handshake is never dropped as unfinished, and counts 
   guard.sweep(t0 + 1h);  // the others are long past the grace
   CHECK_FALSE(peers.dropped.contains(5));
   CHECK(peers.dropped.size() == 100);
+  CHECK(guard.peers() == 0);  // no subscription yet
+  peers.received[5] = kHandshake + PeerGuard::kLeastSubscriptionBytes;
   CHECK(guard.peers() == 1);
 }
 

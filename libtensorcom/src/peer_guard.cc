@@ -93,8 +93,12 @@ std::uint64_t PeerGuard::peers() {
   std::uint64_t count = 0;
   for (auto& [fd, c] : open_) {
     if (c.dropped) continue;
-    if (!c.finished) (void)probe(fd, c);
-    if (c.finished) ++count;
+    if (!c.guarded) {
+      ++count;
+      continue;
+    }
+    const std::optional<std::uint64_t> bytes = probe(fd, c);
+    if (!bytes || *bytes >= handshake_bytes_ + kLeastSubscriptionBytes) ++count;
   }
   return count;
 }

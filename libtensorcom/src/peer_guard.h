@@ -17,7 +17,8 @@
 // Dropping is shutdown(2) on the descriptor, which ZeroMQ owns and then
 // closes as a peer that went away. ipc connections and connections this
 // socket made itself are never dropped. Also counts the peers that are
-// connected and past their handshake, for counting subscribers by peer.
+// connected and have sent a handshake and a subscription, for counting
+// subscribers by peer.
 // Thread-safe.
 #pragma once
 
@@ -42,6 +43,8 @@ class PeerGuard {
   // measured: 91 for a SUB, 92 for a PULL; with CURVE 551-552).
   static constexpr std::uint64_t kNullHandshakeBytes = 91;
   static constexpr std::uint64_t kCurveHandshakeBytes = 512;
+  // A subscription to everything: 3 bytes in ZMTP 3.0, 12 in 3.1.
+  static constexpr std::uint64_t kLeastSubscriptionBytes = 3;
 
   enum class Drop { kUnfinished, kFlooding };
 
@@ -65,8 +68,9 @@ class PeerGuard {
   // milliseconds.
   void sweep(Clock::time_point now);
 
-  // Connections open and past their handshake (or not TCP). Probes the
-  // accepted ones not yet known to be.
+  // Connections open that have sent at least a handshake and a
+  // subscription (or are not guarded: ipc, made by the socket, a
+  // receiver's).
   [[nodiscard]] std::uint64_t peers();
   // Drops the accepted TCP peer that has sent the most bytes a second over
   // its life (a socket holding too many subscriptions in all: the likeliest

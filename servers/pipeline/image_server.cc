@@ -124,6 +124,7 @@ class ImageServer {
   void say_quota(std::uint64_t epoch, const EpochQuota& quota, std::size_t passes) const;
   void say_resumed(std::uint64_t epoch) const;
   bool await_subscribers();
+  bool enough_subscribing_peers(std::uint64_t needed);
   bool place(RawSample sample);
   bool dispatch(bool last);
   void clock_reading();  // adds the reader's time since read_mark_ to the read stage
@@ -435,14 +436,23 @@ void ImageServer::count_jpegs(const imaging::ImageAugmenter& augmenter) {
   jpegs_total_ += augmenter.jpeg_counts().total;
 }
 
+// A peer counts once the kernel has its subscription's bytes; ZeroMQ
+// applies the subscription a moment later. Counted again after a pause, so
+// that batch 0 does not go out before the last peer's subscription is in.
+bool ImageServer::enough_subscribing_peers(std::uint64_t needed) {
+  constexpr std::chrono::milliseconds kSettle{200};
+  if (connection_.subscribing_peers() < needed) return false;
+  std::this_thread::sleep_for(kSettle);
+  return connection_.subscribing_peers() >= needed;
+}
+
 bool ImageServer::await_subscribers() {
   // Before the first batch, all of --subscribers: one that joined later
   // would miss the start of the epoch. After it, any one.
   const std::uint64_t needed = sent_.batches() == 0 ? options_.subscribers : 0;
   for (;;) {
     // Counted by peer: one peer holding two subscriptions is one subscriber.
-    if (connection_.wait_for_subscriber(Milliseconds(50)) &&
-        (needed <= 1 || connection_.subscribing_peers() >= needed)) {
+    if (connection_.wait_for_subscriber(Milliseconds(50)) && (needed <= 1 || enough_subscribing_peers(needed))) {
       sent_.set_subscribers(connection_.subscribing_peers());
       return true;
     }

@@ -8,6 +8,7 @@ import gzip
 import io
 import os
 import re
+import resource
 import select
 import shutil
 import signal
@@ -253,11 +254,15 @@ def _sanitized(exe):
 
 
 @contextmanager
-def pub_server(args):
-    """serve-imagenet-shards ARGS publishing on zpub tcp://127.0.0.1:0:
-    (process, the bound tcp address); killed if still running."""
-    proc = subprocess.Popen([h.SHARDS_EXE, *args, "zpub://127.0.0.1:0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+def pub_server(args, open_files=None):
+    """serve-imagenet-shards ARGS publishing on zpub tcp://127.0.0.1:0 (its
+    descriptor limit set to open_files if given): (process, the bound tcp
+    address); killed if still running."""
+    def limit():
+        if open_files:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+    proc = subprocess.Popen([h.SHARDS_EXE, *args, "zpub://127.0.0.1:0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, preexec_fn=limit)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 10)
         assert ready, "no first line within 10 s"

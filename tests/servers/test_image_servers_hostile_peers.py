@@ -7,14 +7,10 @@ Run: TENSORCOM_BUILD_DIR=build pytest-3 -q -p no:cacheprovider tests/servers/
 """
 import os
 import re
-import resource
-import select
 import signal
 import socket
-import subprocess
 import sys
 import time
-from contextlib import contextmanager
 
 import msgpack
 import pytest
@@ -22,31 +18,9 @@ import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_helpers as h  # noqa: E402
-from image_server_data import _rss_bytes, _sanitized  # noqa: E402
+from image_server_data import _rss_bytes, _sanitized, pub_server  # noqa: E402
 
 MAX_UNFINISHED = 64  # PeerGuard::kMaxUnfinished
-
-
-@contextmanager
-def pub_server(args, open_files=None):
-    """serve-imagenet-shards ARGS on zpub://127.0.0.1:0, its descriptor
-    limit set to open_files if given: yields (process, address, port)."""
-    def limit():
-        if open_files:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
-    proc = subprocess.Popen([h.SHARDS_EXE, *args, "zpub://127.0.0.1:0"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, preexec_fn=limit)
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 10)
-        assert ready, "no first line within 10 s"
-        first = proc.stdout.readline().decode()
-        m = re.search(r"\[bound (tcp://127\.0\.0\.1:(\d+))\]", first)
-        assert m, first
-        yield proc, m.group(1), int(m.group(2))
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
 
 
 def subscriber(ctx, address, topics=(b"",)):
@@ -70,10 +44,19 @@ def descriptors(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def stop(proc):
+def honest_keeps_its_batches(honest, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert batch_index(honest, 5) is not None, "the honest subscriber starved"
+        yield
+
+
+def stopped_after_dropping_flooders(proc):
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=30)
-    return proc.returncode, out.decode(), err.decode()
+    out, err = (b.decode() for b in proc.communicate(timeout=30))
+    assert proc.returncode == 0, (out, err)
+    m = re.search(r"(\d+) that sent more than a receiver needs to", out)
+    assert m and int(m.group(1)) >= 1, out
 
 
 def test_subscribers_are_counted_by_peer_not_by_subscription(clean_data):
@@ -84,7 +67,7 @@ def test_subscribers_are_counted_by_peer_not_by_subscription(clean_data):
     ctx = zmq.Context()
     socks = []
     try:
-        with pub_server(args) as (proc, address, _):
+        with pub_server(args) as (proc, address):
             first = subscriber(ctx, address, topics=(b"", b"another topic"))
             socks.append(first)
             assert batch_index(first, 1.5) is None, "the epoch started for one peer with two subscriptions"
@@ -109,7 +92,8 @@ def test_connections_that_send_nothing_cannot_take_the_descriptors(clean_data):
     ctx = zmq.Context()
     held, socks = [], []
     try:
-        with pub_server(args, open_files=256) as (proc, address, port):
+        with pub_server(args, open_files=256) as (proc, address):
+            port = int(address.rsplit(":", 1)[1])
             baseline = descriptors(proc.pid)
             for _ in range(600):
                 c = socket.create_connection(("127.0.0.1", port), timeout=5)
@@ -146,7 +130,7 @@ def test_a_subscription_flood_is_dropped_and_its_memory_given_back(clean_data):
     ctx = zmq.Context()
     socks = []
     try:
-        with pub_server(args) as (proc, address, _):
+        with pub_server(args) as (proc, address):
             honest = subscriber(ctx, address)
             socks.append(honest)
             assert batch_index(honest, 10) is not None
@@ -159,15 +143,10 @@ def test_a_subscription_flood_is_dropped_and_its_memory_given_back(clean_data):
                 flood.setsockopt(zmq.SUBSCRIBE, b"%05d" % i + bytes(3995))
             flood.connect(address)
             peak = before
-            deadline = time.monotonic() + 4
-            while time.monotonic() < deadline:
-                assert batch_index(honest, 5) is not None, "the honest subscriber starved"
+            for _ in honest_keeps_its_batches(honest, 4):
                 peak = max(peak, _rss_bytes(proc.pid))
             assert peak - before < 64 << 20, f"grew by {(peak - before) >> 20} MiB"
-            code, out, err = stop(proc)
-            assert code == 0, (out, err)
-            m = re.search(r"(\d+) that sent more than a receiver needs to", out)
-            assert m and int(m.group(1)) >= 1, out
+            stopped_after_dropping_flooders(proc)
     finally:
         for s in socks:
             s.close(linger=0)
@@ -183,19 +162,15 @@ def test_many_peers_each_under_the_per_peer_bound_are_bounded_in_all(clean_data)
     ctx = zmq.Context()
     socks = []
     try:
-        with pub_server(args) as (proc, address, _):
+        with pub_server(args) as (proc, address):
             honest = subscriber(ctx, address)
             socks.append(honest)
             assert batch_index(honest, 10) is not None
             for p in range(40):
                 socks.append(subscriber(ctx, address, topics=[b"%02d%03d" % (p, i) + bytes(3995) for i in range(14)]))
-            deadline = time.monotonic() + 3
-            while time.monotonic() < deadline:
-                assert batch_index(honest, 5) is not None, "the honest subscriber starved"
-            code, out, err = stop(proc)
-            assert code == 0, (out, err)
-            m = re.search(r"(\d+) that sent more than a receiver needs to", out)
-            assert m and int(m.group(1)) >= 1, out
+            for _ in honest_keeps_its_batches(honest, 3):
+                pass
+            stopped_after_dropping_flooders(proc)
     finally:
         for s in socks:
             s.close(linger=0)
