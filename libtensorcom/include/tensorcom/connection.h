@@ -183,8 +183,10 @@ class Connection {
   // holds one); 0 for other kinds.
   [[nodiscard]] std::uint64_t subscribers();
   // PUB: subscribers counted by peer: subscriptions, but at most the peers
-  // connected and past their handshake (one SUB holding two topics, or an
-  // extra subscription, is one subscriber). A peer that connected without
+  // connected that have sent a handshake and a subscription's bytes (the
+  // kernel has them; ZeroMQ applies the subscription a moment later, so
+  // count again before relying on it). One SUB holding two topics, or an
+  // extra subscription, is one subscriber. A peer that connected without
   // subscribing still counts while another holds two subscriptions.
   [[nodiscard]] std::uint64_t subscribing_peers();
   // Senders: peers dropped for holding a connection without finishing its
