@@ -76,9 +76,11 @@ std::uint64_t SocketMonitor::stop() {
   if (thread_.joinable()) {
     stop_ = true;
     thread_.join();
-    // A peer that connected just before close still counts.
+    // A peer that connected just before close still counts. Bounded: peers
+    // that keep reconnecting (dropped floods) never let the queue run dry.
+    constexpr int kMostEvents = 1024;
     try {
-      while (monitor_.check_event(0)) {
+      for (int i = 0; i < kMostEvents && monitor_.check_event(0); ++i) {
       }
     } catch (const zmq::error_t&) {
       // The count so far stands.
