@@ -189,7 +189,7 @@ StreamResume parse_resume_token(std::string_view text, std::string_view source, 
   Json token;
   try {
     token = Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number like 8e8333333
     throw ArgumentError(std::string(source) + ": not a JSON resume token (" + e.what() + ")");
   }
   return TokenReader(source, identity).read(token);
