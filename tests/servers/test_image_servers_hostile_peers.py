@@ -11,6 +11,7 @@ import signal
 import socket
 import sys
 import time
+from contextlib import contextmanager
 
 import msgpack
 import pytest
@@ -118,6 +119,26 @@ def test_connections_that_send_nothing_cannot_take_the_descriptors(clean_data):
         ctx.term()
 
 
+@contextmanager
+def forever_pub_with_an_honest_subscriber(clean_data):
+    """A PUB server serving forever and one subscriber that has had a batch:
+    yields (process, address, context, sockets to close, the subscriber)."""
+    paths, _ = clean_data
+    args = ["-u", "{" + ",".join(paths) + "}", "-b", "4", "--size", "16", "-r", "0", "--meta", "--epochs", "0"]
+    ctx = zmq.Context()
+    socks = []
+    try:
+        with pub_server(args) as (proc, address):
+            honest = subscriber(ctx, address)
+            socks.append(honest)
+            assert batch_index(honest, 10) is not None
+            yield proc, address, ctx, socks, honest
+    finally:
+        for s in socks:
+            s.close(linger=0)
+        ctx.term()
+
+
 def test_a_subscription_flood_is_dropped_and_its_memory_given_back(clean_data):
     """A peer subscribing to 4000 different 4000-byte topics (16 MB; the
     server grew by 490 MiB and kept it) is dropped after 64 KiB, again at
@@ -125,53 +146,29 @@ def test_a_subscription_flood_is_dropped_and_its_memory_given_back(clean_data):
     and a real subscriber keeps its batches."""
     if _sanitized(h.SHARDS_EXE):
         pytest.skip("sanitizer build: its allocator keeps freed memory on purpose")
-    paths, _ = clean_data
-    args = ["-u", "{" + ",".join(paths) + "}", "-b", "4", "--size", "16", "-r", "0", "--meta", "--epochs", "0"]
-    ctx = zmq.Context()
-    socks = []
-    try:
-        with pub_server(args) as (proc, address):
-            honest = subscriber(ctx, address)
-            socks.append(honest)
-            assert batch_index(honest, 10) is not None
-            before = _rss_bytes(proc.pid)
-            flood = ctx.socket(zmq.SUB)
-            flood.setsockopt(zmq.LINGER, 0)
-            flood.setsockopt(zmq.RECONNECT_IVL, 50)
-            socks.append(flood)
-            for i in range(4000):
-                flood.setsockopt(zmq.SUBSCRIBE, b"%05d" % i + bytes(3995))
-            flood.connect(address)
-            peak = before
-            for _ in honest_keeps_its_batches(honest, 4):
-                peak = max(peak, _rss_bytes(proc.pid))
-            assert peak - before < 64 << 20, f"grew by {(peak - before) >> 20} MiB"
-            stopped_after_dropping_flooders(proc)
-    finally:
-        for s in socks:
-            s.close(linger=0)
-        ctx.term()
+    with forever_pub_with_an_honest_subscriber(clean_data) as (proc, address, ctx, socks, honest):
+        before = _rss_bytes(proc.pid)
+        flood = ctx.socket(zmq.SUB)
+        flood.setsockopt(zmq.LINGER, 0)
+        flood.setsockopt(zmq.RECONNECT_IVL, 50)
+        socks.append(flood)
+        for i in range(4000):
+            flood.setsockopt(zmq.SUBSCRIBE, b"%05d" % i + bytes(3995))
+        flood.connect(address)
+        peak = before
+        for _ in honest_keeps_its_batches(honest, 4):
+            peak = max(peak, _rss_bytes(proc.pid))
+        assert peak - before < 64 << 20, f"grew by {(peak - before) >> 20} MiB"
+        stopped_after_dropping_flooders(proc)
 
 
 def test_many_peers_each_under_the_per_peer_bound_are_bounded_in_all(clean_data):
     """Forty peers, each holding 14 subscriptions of 4000 bytes (56 KB, under
     one peer's 64 KiB): past 1 MiB of subscriptions in all the busiest are
     dropped, and a real subscriber keeps its batches."""
-    paths, _ = clean_data
-    args = ["-u", "{" + ",".join(paths) + "}", "-b", "4", "--size", "16", "-r", "0", "--meta", "--epochs", "0"]
-    ctx = zmq.Context()
-    socks = []
-    try:
-        with pub_server(args) as (proc, address):
-            honest = subscriber(ctx, address)
-            socks.append(honest)
-            assert batch_index(honest, 10) is not None
-            for p in range(40):
-                socks.append(subscriber(ctx, address, topics=[b"%02d%03d" % (p, i) + bytes(3995) for i in range(14)]))
-            for _ in honest_keeps_its_batches(honest, 3):
-                pass
-            stopped_after_dropping_flooders(proc)
-    finally:
-        for s in socks:
-            s.close(linger=0)
-        ctx.term()
+    with forever_pub_with_an_honest_subscriber(clean_data) as (proc, address, ctx, socks, honest):
+        for p in range(40):
+            socks.append(subscriber(ctx, address, topics=[b"%02d%03d" % (p, i) + bytes(3995) for i in range(14)]))
+        for _ in honest_keeps_its_batches(honest, 3):
+            pass
+        stopped_after_dropping_flooders(proc)
