@@ -118,20 +118,27 @@ TEST_CASE("ipc connections, connections made by the socket itself, and receivers
   CHECK(receiver.peers() == 1);
 }
 
-TEST_CASE("drop_busiest picks the peer with the highest rate of bytes, never an unfinished or ipc one") {
+TEST_CASE("drop_busiest takes the peer sending most beyond heartbeats, one at a time, never an honest one") {
   FakePeers peers;
   PeerGuard guard(kHandshake, peers.probe());
   const auto t0 = PeerGuard::Clock::now();
-  peers.received[1] = 50'000;  // an old trainer with days of heartbeats: many bytes, a low rate
+  peers.received[1] = 50'000;  // an old trainer with days of heartbeats: many bytes, all explained
   guard.accepted(1, t0);
   peers.received[2] = 30'000;  // a young flooder
   guard.accepted(2, t0 + 9'000s);
   peers.received[3] = 10;  // unfinished
   guard.accepted(3, t0 + 9'000s);
-  guard.accepted(4, t0 + 9'000s);  // ipc
+  guard.accepted(4, t0 + 9'000s);       // ipc
+  peers.received[5] = kHandshake + 12;  // a fresh subscriber to everything
+  guard.accepted(5, t0 + 9'009s);
   CHECK(guard.drop_busiest(t0 + 9'010s));
   CHECK(peers.dropped == std::set<int>{2});
+  CHECK_FALSE(guard.drop_busiest(t0 + 9'010s));  // 2 still holds its subscriptions
+  guard.disconnected(2);
+  CHECK_FALSE(guard.drop_busiest(t0 + 9'010s));  // nobody left sends more than it explains
+  CHECK(peers.dropped == std::set<int>{2});
+  peers.received[6] = 20'000;
+  guard.accepted(6, t0 + 9'000s);
   CHECK(guard.drop_busiest(t0 + 9'010s));
-  CHECK(peers.dropped == std::set<int>{1, 2});
-  CHECK_FALSE(guard.drop_busiest(t0 + 9'010s));
+  CHECK(peers.dropped == std::set<int>{2, 6});
 }

@@ -107,13 +107,23 @@ bool PeerGuard::drop_busiest(Clock::time_point now) {
   std::lock_guard lock(mutex_);
   Connection* busiest = nullptr;
   int busiest_fd = -1;
-  double busiest_rate = -1;
+  double busiest_rate = 0;
   for (auto& [fd, c] : open_) {
-    if (!c.guarded || c.dropped) continue;
+    // A peer dropped but not yet gone still holds its subscriptions: wait
+    // for it rather than take the next peer for the same excess.
+    if (c.dropped) return false;
+    if (!c.guarded) continue;
     const std::optional<std::uint64_t> bytes = probe(fd, c);
     if (!bytes || !c.finished) continue;
-    const double seconds = std::max(1e-3, std::chrono::duration<double>(now - c.accepted_at).count());
-    const double rate = static_cast<double>(*bytes) / seconds;
+    // What its handshake and heartbeats cannot explain: a peer holding one
+    // subscription to everything has none, and is never taken.
+    const auto age = now - c.accepted_at;
+    const std::uint64_t explained =
+        handshake_bytes_ + kLeastSubscriptionBytes + kSlackBytes +
+        kHeartbeatBytesPerSecond * static_cast<std::uint64_t>(std::chrono::ceil<std::chrono::seconds>(age).count());
+    if (*bytes <= explained) continue;
+    const double seconds = std::max(1e-3, std::chrono::duration<double>(age).count());
+    const double rate = static_cast<double>(*bytes - explained) / seconds;
     if (rate > busiest_rate) {
       busiest = &c;
       busiest_fd = fd;

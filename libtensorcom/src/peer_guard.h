@@ -45,6 +45,9 @@ class PeerGuard {
   static constexpr std::uint64_t kCurveHandshakeBytes = 512;
   // A subscription to everything: 3 bytes in ZMTP 3.0, 12 in 3.1.
   static constexpr std::uint64_t kLeastSubscriptionBytes = 3;
+  // Beyond a handshake, a subscription and heartbeats, what a peer may send
+  // (a few topics) and still never be taken for the busiest.
+  static constexpr std::uint64_t kSlackBytes = 1024;
 
   enum class Drop { kUnfinished, kFlooding };
 
@@ -73,8 +76,10 @@ class PeerGuard {
   // receiver's).
   [[nodiscard]] std::uint64_t peers();
   // Drops the accepted TCP peer that has sent the most bytes a second over
-  // its life (a socket holding too many subscriptions in all: the likeliest
-  // flooder). Returns: whether there was one.
+  // its life beyond what a handshake, kSlackBytes and heartbeats explain (a
+  // socket holding too many subscriptions in all: the likeliest flooder).
+  // Does nothing while a dropped peer has not yet gone. Returns: whether it
+  // dropped one.
   bool drop_busiest(Clock::time_point now);
   [[nodiscard]] std::uint64_t dropped(Drop reason) const;
   // Whether a peer was dropped for flooding since the last call: its
