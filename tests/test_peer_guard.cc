@@ -1,6 +1,9 @@
 // PeerGuard's bounds, with a fake probe standing in for TCP_INFO and
 // shutdown(2); the real descriptors are tests/security/'s business.
 #include <doctest/doctest.h>
+#include <sys/resource.h>
+
+#include <algorithm>
 
 #include <map>
 #include <set>
@@ -141,4 +144,58 @@ TEST_CASE("drop_busiest takes the peer sending most beyond heartbeats, one at a 
   guard.accepted(6, t0 + 9'000s);
   CHECK(guard.drop_busiest(t0 + 9'010s));
   CHECK(peers.dropped == std::set<int>{2, 6});
+}
+
+TEST_CASE("connections accepted past the bound are dropped as they come, whatever they sent") {
+  FakePeers peers;
+  constexpr std::size_t kBound = 8;
+  PeerGuard guard(kHandshake, peers.probe(), kBound);
+  const auto t0 = PeerGuard::Clock::now();
+  peers.received[1] = 0;
+  guard.connected(1);  // the socket's own connection counts for nothing
+  for (int fd = 10; fd < 10 + 20; ++fd) {
+    peers.received[fd] = kHandshake + 3;  // finished, subscribed, silent since
+    guard.accepted(fd, t0);
+  }
+  CHECK(peers.dropped.size() == 20 - kBound);
+  CHECK(*peers.dropped.begin() == 10 + static_cast<int>(kBound));  // the first served keep their place
+  CHECK(guard.dropped(PeerGuard::Drop::kOverLimit) == 20 - kBound);
+  CHECK(guard.peers() == kBound + 1);
+
+  // A dropped connection's leaving makes no room: it never held one. A
+  // served peer's does, and a newcomer takes it.
+  for (int fd : peers.dropped) guard.disconnected(fd);
+  guard.disconnected(10);
+  peers.received[50] = kHandshake + 3;
+  guard.accepted(50, t0 + 1s);
+  CHECK_FALSE(peers.dropped.contains(50));
+  peers.received[51] = kHandshake + 3;
+  guard.accepted(51, t0 + 1s);
+  CHECK(peers.dropped.contains(51));
+
+  // Over-limit drops hold no subscriptions: drop_busiest need not wait.
+  peers.received[11] = 1 << 20;
+  CHECK(guard.drop_busiest(t0 + 2s));
+
+  // A receiving socket's peers are bounded too.
+  FakePeers servers;
+  PeerGuard receiver(0, servers.probe(), 2);
+  for (int fd = 1; fd <= 3; ++fd) receiver.accepted(fd, t0);
+  CHECK(servers.dropped == std::set<int>{3});
+}
+
+TEST_CASE("the bound on peers is half the descriptor limit, at most kMaxPeers") {
+  rlimit old{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
+  const auto with_soft_limit = [&](rlim_t soft) {
+    rlimit lowered = old;
+    lowered.rlim_cur = std::min(soft, old.rlim_max);
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+    const std::size_t bound = tensorcom::detail::peer_limit();
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &old) == 0);
+    return bound;
+  };
+  CHECK(with_soft_limit(256) == 128);
+  CHECK(with_soft_limit(1) == 1);
+  if (old.rlim_max >= 4096) CHECK(with_soft_limit(4096) == PeerGuard::kMaxPeers);
 }

@@ -237,7 +237,8 @@ class Connection::Impl {
     if (!monitor_) return dropped_peers_;
     using detail::PeerGuard;
     return {dropped_peers_.unfinished + monitor_->dropped(PeerGuard::Drop::kUnfinished),
-            dropped_peers_.flooding + monitor_->dropped(PeerGuard::Drop::kFlooding)};
+            dropped_peers_.flooding + monitor_->dropped(PeerGuard::Drop::kFlooding),
+            dropped_peers_.over_limit + monitor_->dropped(PeerGuard::Drop::kOverLimit)};
   }
 
   // A subscription arrives as a message: wait for one.

@@ -2,6 +2,7 @@
 
 #include <linux/tcp.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -10,16 +11,29 @@
 
 namespace tensorcom::detail {
 
-PeerGuard::PeerGuard(std::uint64_t handshake_bytes, Probe probe)
-    : handshake_bytes_(handshake_bytes), probe_(std::move(probe)) {}
+PeerGuard::PeerGuard(std::uint64_t handshake_bytes, Probe probe, std::size_t max_peers)
+    : handshake_bytes_(handshake_bytes), probe_(std::move(probe)), max_peers_(max_peers) {}
+
+std::size_t PeerGuard::accepted_open() const {
+  return static_cast<std::size_t>(std::count_if(
+      open_.begin(), open_.end(), [](const auto& entry) { return entry.second.accepted && !entry.second.dropped; }));
+}
 
 void PeerGuard::accepted(int fd, Clock::time_point now) {
   std::lock_guard lock(mutex_);
-  if (handshake_bytes_ == 0) {
-    open_[fd] = Connection{now, false, true, false};
+  // Over the bound, the newcomer goes, as nginx and HAProxy refuse
+  // connections past theirs: the peers already served keep their batches.
+  const bool over_limit = accepted_open() >= max_peers_;
+  open_[fd] = Connection{now};
+  if (over_limit) {
+    drop(fd, open_[fd], Drop::kOverLimit);
     return;
   }
-  open_[fd] = Connection{now};
+  if (handshake_bytes_ == 0) {
+    open_[fd].guarded = false;
+    open_[fd].finished = true;
+    return;
+  }
   // Each accept may be a flood's: bound the unfinished at once, not at the
   // next sweep, so that a burst of connections cannot reach the
   // descriptor limit in between.
@@ -28,7 +42,7 @@ void PeerGuard::accepted(int fd, Clock::time_point now) {
 
 void PeerGuard::connected(int fd) {
   std::lock_guard lock(mutex_);
-  open_[fd] = Connection{Clock::time_point{}, false, true, false};
+  open_[fd] = Connection{Clock::time_point{}, false, false, true, false};
 }
 
 void PeerGuard::disconnected(int fd) {
@@ -50,11 +64,14 @@ std::optional<std::uint64_t> PeerGuard::probe(int fd, Connection& c) {
 void PeerGuard::drop(int fd, Connection& c, Drop reason) {
   c.dropped = true;
   probe_.drop(fd);
-  if (reason == Drop::kUnfinished) {
-    ++dropped_unfinished_;
-  } else {
-    ++dropped_flooding_;
-    flood_drop_ = true;
+  switch (reason) {
+    case Drop::kUnfinished: ++dropped_unfinished_; break;
+    case Drop::kFlooding:
+      ++dropped_flooding_;
+      flood_drop_ = true;
+      c.dropped_flooding = true;
+      break;
+    case Drop::kOverLimit: ++dropped_over_limit_; break;
   }
 }
 
@@ -111,8 +128,8 @@ bool PeerGuard::drop_busiest(Clock::time_point now) {
   for (auto& [fd, c] : open_) {
     // A peer dropped but not yet gone still holds its subscriptions: wait
     // for it rather than take the next peer for the same excess.
-    if (c.dropped) return false;
-    if (!c.guarded) continue;
+    if (c.dropped_flooding) return false;
+    if (c.dropped || !c.guarded) continue;
     const std::optional<std::uint64_t> bytes = probe(fd, c);
     if (!bytes || !c.finished) continue;
     // What its handshake and heartbeats cannot explain: a peer holding one
@@ -137,12 +154,23 @@ bool PeerGuard::drop_busiest(Clock::time_point now) {
 
 std::uint64_t PeerGuard::dropped(Drop reason) const {
   std::lock_guard lock(mutex_);
-  return reason == Drop::kUnfinished ? dropped_unfinished_ : dropped_flooding_;
+  switch (reason) {
+    case Drop::kUnfinished: return dropped_unfinished_;
+    case Drop::kFlooding: return dropped_flooding_;
+    case Drop::kOverLimit: return dropped_over_limit_;
+  }
+  return 0;
 }
 
 bool PeerGuard::take_flood_drop() {
   std::lock_guard lock(mutex_);
   return std::exchange(flood_drop_, false);
+}
+
+std::size_t peer_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return PeerGuard::kMaxPeers;
+  return std::clamp<std::size_t>(limit.rlim_cur / 2, 1, PeerGuard::kMaxPeers);
 }
 
 PeerGuard::Probe tcp_probe() {

@@ -13,7 +13,11 @@
 //   heartbeat's allowance for its age) is flooding it with subscriptions:
 //   dropped, which gives its subscriptions' memory back; and when the
 //   socket holds too many subscriptions in all, the busiest peer is
-//   (drop_busiest), so that slow flooders are bounded too.
+//   (drop_busiest), so that slow flooders are bounded too;
+// - connections accepted in all are bounded (max_peers, below the
+//   descriptor limit: peer_limit()): a connection over the bound is
+//   dropped as it comes, so that peers that finish a handshake and stay
+//   silent cannot take the descriptors the program needs for its files.
 // Dropping is shutdown(2) on the descriptor, which ZeroMQ owns and then
 // closes as a peer that went away. ipc connections and connections this
 // socket made itself are never dropped. Also counts the peers that are
@@ -48,8 +52,12 @@ class PeerGuard {
   // Beyond a handshake, a subscription and heartbeats, what a peer may send
   // (a few topics) and still never be taken for the busiest.
   static constexpr std::uint64_t kSlackBytes = 1024;
+  // The most connections a bound socket accepts, whatever the descriptor
+  // limit: a subscribed peer that reads nothing costs about 250 KiB
+  // (docs/security.md).
+  static constexpr std::size_t kMaxPeers = 512;
 
-  enum class Drop { kUnfinished, kFlooding };
+  enum class Drop { kUnfinished, kFlooding, kOverLimit };
 
   struct Probe {
     // Bytes a connection has received; nothing if it is no TCP connection.
@@ -59,8 +67,9 @@ class PeerGuard {
   };
 
   // handshake_bytes: kNullHandshakeBytes or kCurveHandshakeBytes; 0 guards
-  // nothing (a receiving socket, whose peers send batches), only counts.
-  PeerGuard(std::uint64_t handshake_bytes, Probe probe);
+  // nothing (a receiving socket, whose peers send batches), only counts
+  // and bounds the number. max_peers: the most connections accepted at once.
+  PeerGuard(std::uint64_t handshake_bytes, Probe probe, std::size_t max_peers = kMaxPeers);
 
   // A connection a bound socket accepted (a peer that may be hostile).
   void accepted(int fd, Clock::time_point now);
@@ -89,23 +98,33 @@ class PeerGuard {
  private:
   struct Connection {
     Clock::time_point accepted_at;
-    bool guarded = true;  // accepted TCP, not yet known to have finished
+    bool accepted = true;  // not made by this socket
+    bool guarded = true;   // accepted TCP, not yet known to have finished
     bool finished = false;
     bool dropped = false;
+    bool dropped_flooding = false;  // may still hold subscriptions
   };
   void drop(int fd, Connection& c, Drop reason);
   // Refreshes c.finished; returns the bytes received, if TCP.
   std::optional<std::uint64_t> probe(int fd, Connection& c);
   void drop_unfinished_over_cap();
+  [[nodiscard]] std::size_t accepted_open() const;
 
   const std::uint64_t handshake_bytes_;
   const Probe probe_;
+  const std::size_t max_peers_;
   mutable std::mutex mutex_;
   std::map<int, Connection> open_;
   std::uint64_t dropped_unfinished_ = 0;
   std::uint64_t dropped_flooding_ = 0;
+  std::uint64_t dropped_over_limit_ = 0;
   bool flood_drop_ = false;
 };
+
+// The bound on accepted connections for this process: half its descriptor
+// limit (the metrics endpoint takes at most a quarter, the program's own
+// files keep the rest), at most kMaxPeers, at least 1.
+[[nodiscard]] std::size_t peer_limit();
 
 // The Probe of real descriptors: TCP_INFO's tcpi_bytes_received, and
 // shutdown(SHUT_RDWR).

@@ -22,7 +22,7 @@ std::string next_monitor_address() {
 }  // namespace
 
 SocketMonitor::SocketMonitor(zmq::socket_t& socket, int ipc_buffer_bytes, std::uint64_t handshake_bytes)
-    : guard_(handshake_bytes, tcp_probe()), monitor_(ipc_buffer_bytes, guard_) {
+    : guard_(handshake_bytes, tcp_probe(), peer_limit()), monitor_(ipc_buffer_bytes, guard_) {
   // init() must run on the socket's own thread; the monitor's PAIR socket then
   // belongs to the watching thread alone (until stop() has joined it).
   monitor_.init(socket, next_monitor_address(), ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED);

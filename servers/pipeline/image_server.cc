@@ -560,10 +560,11 @@ void ImageServer::summary(double seconds) const {
             << "; JPEGs cut at restart markers: " << jpegs_sliced_ << " of " << jpegs_total_
             << "; peak memory: " << peak_memory_mib() << " MiB" << std::endl;
   const Connection::DroppedPeers dropped = connection_.dropped_peers();
-  if (dropped.unfinished || dropped.flooding) {
+  if (dropped.unfinished || dropped.flooding || dropped.over_limit) {
     std::cout << options_.program << ": peers dropped: " << dropped.unfinished
               << " that did not finish their handshake, " << dropped.flooding
-              << " that sent more than a receiver needs to (docs/security.md)" << std::endl;
+              << " that sent more than a receiver needs to, " << dropped.over_limit
+              << " that came while the data port held its most peers (docs/security.md)" << std::endl;
   }
   // Most of a crop's decoding time is entropy decoding of rows it does not
   // need; restart markers let the server skip it. Say how to get them.

@@ -191,11 +191,13 @@ class Connection {
   [[nodiscard]] std::uint64_t subscribing_peers();
   // Senders: peers dropped for holding a connection without finishing its
   // handshake (too many at once, or for more than 3 s), and for sending
-  // more than a sender's peer ever needs to (a subscription flood); see
-  // docs/security.md.
+  // more than a sender's peer ever needs to (a subscription flood), and any
+  // bound socket's for coming while it held its most connections (half the
+  // descriptor limit, at most 512); see docs/security.md.
   struct DroppedPeers {
     std::uint64_t unfinished = 0;
     std::uint64_t flooding = 0;
+    std::uint64_t over_limit = 0;  // came while the socket held its most peers
   };
   [[nodiscard]] DroppedPeers dropped_peers() const;
   // PUB: waits at most timeout (none: forever) until some peer is
