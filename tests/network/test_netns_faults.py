@@ -131,6 +131,17 @@ class Trainer:
         assert self.proc.poll() is None, f"the trainer died: {self.proc.stderr.read().decode(errors='replace')}"
         return counts
 
+    def collect_until_heard(self, servers, pids, seconds):
+        """Batches by host until every one of servers (host+port names) has
+        been heard, or `seconds` passed: a trainer and servers starting on a
+        loaded machine take seconds to import, bind and connect."""
+        heard = {}
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not set(servers) <= set(heard):
+            for host, n in by_host(self.collect(0.5), pids()).items():
+                heard[host] = heard.get(host, 0) + n
+        return heard
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.kill()
@@ -157,9 +168,9 @@ def test_trainer_rides_through_a_link_outage_and_a_server_restart(network, shard
             return {s.proc.pid: s.host + str(s.port) for s in servers}
 
         # 1. Every server feeds the trainer.
-        counts = trainer.collect(4.0)
-        hosts = by_host(counts, pids())
-        assert set(hosts) == {"a7600", "a7601", "b7600", "b7601"}, hosts
+        everyone = {"a7600", "a7601", "b7600", "b7601"}
+        hosts = trainer.collect_until_heard(everyone, pids, 30.0)
+        assert set(hosts) == everyone, hosts
 
         # 2. Host A's link goes down: B keeps the trainer fed.
         network.set_link("a", up=False)
@@ -177,18 +188,18 @@ def test_trainer_rides_through_a_link_outage_and_a_server_restart(network, shard
         assert during.get("a7600", 0) + during.get("a7601", 0) <= 4, during  # no more than buffered
 
         # 3. Link back: A resumes, without restarting anything.
-        after = by_host(trainer.collect(6.0), pids())
+        after = trainer.collect_until_heard({"a7600", "a7601"}, pids, 20.0)
         assert after.get("a7600", 0) > 0 and after.get("a7601", 0) > 0, after
 
         # 4. kill -9 one server of A; the others go on; restarted, it is heard again.
         victim = servers[0]
         old_pid = victim.proc.pid
         victim.kill()
-        without = by_host(trainer.collect(2.0), pids())
+        without = trainer.collect_until_heard({"a7601", "b7600"}, pids, 10.0)
         assert without.get("a7601", 0) > 0 and without.get("b7600", 0) > 0, without
         victim.start()
         assert victim.proc.pid != old_pid
-        back = by_host(trainer.collect(8.0), pids())
+        back = trainer.collect_until_heard(everyone, pids, 20.0)
         print("after restart", back)
         assert back.get("a7600", 0) > 0, back  # the new process, on the same port
         assert all(back.get(k, 0) > 0 for k in ("a7601", "b7600", "b7601")), back
