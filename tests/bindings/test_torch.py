@@ -519,19 +519,30 @@ def signalled_part(tmp_path, ipc_dir, shards, checkpoint):
                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
             deadline = time.monotonic() + 120
 
-            def relay(count, flags=0):
+            def relay(count):
                 for _ in range(count):
                     assert pull.poll(30000), "no batch from the server"
+                    push.send_multipart(pull.recv_multipart())
+
+            def relay_while_it_runs():
+                # It may stop and leave without this batch; while it runs it
+                # gets it, even through a reconnection (a loaded machine can
+                # miss a heartbeat): a send that gives up at once lost it.
+                assert pull.poll(30000), "no batch from the server"
+                frames = pull.recv_multipart()
+                push.setsockopt(zmq.SNDTIMEO, 200)
+                while proc.poll() is None and time.monotonic() < deadline:
                     try:
-                        push.send_multipart(pull.recv_multipart(), flags)
-                    except zmq.Again:  # the trainer stopped and left
-                        pass
+                        push.send_multipart(frames)
+                        return
+                    except zmq.Again:
+                        continue
 
             push.setsockopt(zmq.SNDTIMEO, 60000)  # until the trainer connects
             relay(SIGNALLED_AFTER)
             out = read_lines_until(proc, rf"epoch 1/1 step {SIGNALLED_AFTER}/{RESUME_EPOCH} ", deadline)
             proc.send_signal(signal.SIGUSR1)
-            relay(1, zmq.NOBLOCK)
+            relay_while_it_runs()
             rest, err = proc.communicate(timeout=max(1, deadline - time.monotonic()))
             assert proc.returncode == 128 + signal.SIGUSR1, err
             out = "".join(out) + rest
