@@ -66,10 +66,12 @@ def descriptors(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def honest_keeps_its_batches(honest, seconds):
+def honest_keeps_its_batches(honest, seconds, patience=5):
+    """Yields at each batch the honest subscriber gets for `seconds`; fails
+    if it waits more than `patience` seconds for one."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        assert batch_index(honest, 5) is not None, "the honest subscriber starved"
+        assert batch_index(honest, patience) is not None, "the honest subscriber starved"
         yield
 
 
@@ -190,11 +192,15 @@ def test_a_subscription_flood_is_dropped_and_its_memory_given_back(clean_data):
 def test_many_peers_each_under_the_per_peer_bound_are_bounded_in_all(clean_data):
     """Forty peers, each holding 14 subscriptions of 4000 bytes (56 KB, under
     one peer's 64 KiB): past 1 MiB of subscriptions in all the busiest are
-    dropped, and a real subscriber keeps its batches."""
+    dropped, and a real subscriber keeps getting batches. Slower: dropped
+    peers reconnect and subscribe again, and each drop costs ZeroMQ a walk
+    over every subscription held, on the publishing thread (gaps of up to a
+    second on a quiet machine, over 5 s under a CI run's load; see
+    docs/security.md), so the wait allowed for a batch is generous."""
     with forever_pub_with_an_honest_subscriber(clean_data) as (proc, address, ctx, socks, honest):
         for p in range(40):
             socks.append(subscriber(ctx, address, topics=[b"%02d%03d" % (p, i) + bytes(3995) for i in range(14)]))
-        for _ in honest_keeps_its_batches(honest, 3):
+        for _ in honest_keeps_its_batches(honest, 3, patience=30):
             pass
         stopped_after_dropping_flooders(proc)
 
