@@ -12,7 +12,7 @@ pinned to core 0 to a consumer on core 1 (augment_throughput.py's method);
 each figure is the best of --repeat. The goal (issue 29): 160 on max-side-320
 shards at >= 3x the reference.
 
-    tests/bench/reduced_resolution.py --shards '/tmp/photos/photos-{000000..000003}.tar' [--build build]
+    tests/bench/reduced_resolution.py --shards 'DIR/photos-{000000..000003}.tar' [--build build]
 """
 import argparse
 import os
