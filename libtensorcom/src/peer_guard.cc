@@ -42,7 +42,7 @@ void PeerGuard::accepted(int fd, Clock::time_point now) {
 
 void PeerGuard::connected(int fd) {
   std::lock_guard lock(mutex_);
-  open_[fd] = Connection{Clock::time_point{}, false, false, true, false};
+  open_[fd] = Connection{.accepted_at = {}, .accepted = false, .guarded = false, .finished = true};
 }
 
 void PeerGuard::disconnected(int fd) {
@@ -64,14 +64,10 @@ std::optional<std::uint64_t> PeerGuard::probe(int fd, Connection& c) {
 void PeerGuard::drop(int fd, Connection& c, Drop reason) {
   c.dropped = true;
   probe_.drop(fd);
-  switch (reason) {
-    case Drop::kUnfinished: ++dropped_unfinished_; break;
-    case Drop::kFlooding:
-      ++dropped_flooding_;
-      flood_drop_ = true;
-      c.dropped_flooding = true;
-      break;
-    case Drop::kOverLimit: ++dropped_over_limit_; break;
+  ++dropped_[static_cast<std::size_t>(reason)];
+  if (reason == Drop::kFlooding) {
+    flood_drop_ = true;
+    c.dropped_flooding = true;
   }
 }
 
@@ -154,12 +150,7 @@ bool PeerGuard::drop_busiest(Clock::time_point now) {
 
 std::uint64_t PeerGuard::dropped(Drop reason) const {
   std::lock_guard lock(mutex_);
-  switch (reason) {
-    case Drop::kUnfinished: return dropped_unfinished_;
-    case Drop::kFlooding: return dropped_flooding_;
-    case Drop::kOverLimit: return dropped_over_limit_;
-  }
-  return 0;
+  return dropped_[static_cast<std::size_t>(reason)];
 }
 
 bool PeerGuard::take_flood_drop() {

@@ -26,6 +26,7 @@
 // Thread-safe.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -115,9 +116,7 @@ class PeerGuard {
   const std::size_t max_peers_;
   mutable std::mutex mutex_;
   std::map<int, Connection> open_;
-  std::uint64_t dropped_unfinished_ = 0;
-  std::uint64_t dropped_flooding_ = 0;
-  std::uint64_t dropped_over_limit_ = 0;
+  std::array<std::uint64_t, 3> dropped_{};  // by Drop
   bool flood_drop_ = false;
 };
 
