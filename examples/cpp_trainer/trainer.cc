@@ -8,7 +8,11 @@
 //   serve-imagenet-shards -u 'shards/train-{000..099}.tar' zpush+ipc:///tmp/feed &
 //   cpp-trainer --gpus 2 --steps 500 zpull+ipc:///tmp/feed
 //
-// Prints the mean loss over the last steps (it falls) and images/s.
+// Prints the mean loss over the last steps (it falls) and images/s, then
+// checks that each batch of its source(s) reached exactly one lane, by the
+// feeder's batch numbers. --lanes N trains N replicas on the GPUs in turn
+// (lane i on GPU i % gpus): two lanes on one GPU exercise the multi-lane
+// feeding and the gradient exchange without a second GPU.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -26,6 +30,7 @@
 #include <vector>
 
 #include "mlp_kernels.h"
+#include "tensorcom/brace.h"
 #include "tensorcom/gpu_feeder.h"
 
 using namespace tensorcom;
@@ -42,6 +47,7 @@ void check(cublasStatus_t status, const char* what) {
 struct Options {
   std::vector<std::string> urls;
   int gpus = 1;
+  int lanes = 0;  // replicas, one feeder lane each (0: one a GPU)
   int steps = 500;
   int hidden = 512;
   int classes = 1000;
@@ -224,6 +230,8 @@ Options parse(int argc, char** argv) {
     };
     if (arg == "--gpus")
       o.gpus = std::atoi(value());
+    else if (arg == "--lanes")
+      o.lanes = std::atoi(value());
     else if (arg == "--steps")
       o.steps = std::atoi(value());
     else if (arg == "--hidden")
@@ -242,9 +250,10 @@ Options parse(int argc, char** argv) {
       o.timeout_s = std::atoi(value());
     else if (arg == "-h" || arg == "--help") {
       std::printf(
-          "usage: cpp-trainer [--gpus N] [--steps N] [--hidden N] [--classes N] [--cells S] [--lr X]\n"
+          "usage: cpp-trainer [--gpus N] [--lanes N] [--steps N] [--hidden N] [--classes N] [--cells S] [--lr X]\n"
           "                   [--momentum X] [--report N] [--timeout SECONDS] URL...\n"
-          "URLs are brace-expanded; as many as GPUs: one connection each, else one shared round-robin.\n"
+          "URLs are brace-expanded; as many as lanes: one connection each, else one shared round-robin.\n"
+          "Lanes (default: one a GPU) take the GPUs in turn.\n"
           "Labels are taken modulo --classes.\n");
       std::exit(0);
     } else {
@@ -252,13 +261,17 @@ Options parse(int argc, char** argv) {
     }
   }
   if (o.urls.empty()) throw ArgumentError("no URL to train from (try --help)");
-  if (o.gpus < 1 || o.steps < 1 || o.hidden < 1 || o.classes < 2 || o.cells < 1 || o.report < 1) {
-    throw ArgumentError("--gpus, --steps, --hidden, --cells, --report must be positive, --classes at least 2");
+  if (o.lanes == 0) o.lanes = o.gpus;
+  if (o.gpus < 1 || o.lanes < 1 || o.steps < 1 || o.hidden < 1 || o.classes < 2 || o.cells < 1 || o.report < 1) {
+    throw ArgumentError("--gpus, --lanes, --steps, --hidden, --cells, --report must be positive, --classes at least 2");
   }
   return o;
 }
 
-// The feeder of o.gpus lanes: one connection per GPU when there are as
+// The GPU of lane `lane`.
+int lane_device(const Options& o, int lane) { return lane % o.gpus; }
+
+// The feeder of o.lanes lanes: one connection per lane when there are as
 // many URLs, else one shared round-robin; float32 NCHW with ImageNet's
 // normalisation.
 GpuFeeder make_feeder(const Options& o) {
@@ -266,7 +279,7 @@ GpuFeeder make_feeder(const Options& o) {
   if (o.gpus > gpu_device_count()) throw ArgumentError("--gpus " + std::to_string(o.gpus) + ": not that many GPUs");
   GpuFeederOptions feed;
   feed.devices.clear();
-  for (int d = 0; d < o.gpus; ++d) feed.devices.push_back(d);
+  for (int lane = 0; lane < o.lanes; ++lane) feed.devices.push_back(lane_device(o, lane));
   feed.convert = ImageConversion{};  // float32 BCHW (NCHW), ImageNet mean and std
   ConnectionOptions connection;
   connection.timeout = std::chrono::seconds(o.timeout_s);
@@ -278,13 +291,19 @@ GpuFeeder make_feeder(const Options& o) {
 class Training {
  public:
   Training(const Options& o, GpuFeeder& feeder, std::vector<std::unique_ptr<Replica>>& replicas)
-      : o_(o), feeder_(feeder), replicas_(replicas), losses_(o.gpus, 0.0f), images_(o.gpus, 0), sync_(o.gpus) {}
+      : o_(o),
+        feeder_(feeder),
+        replicas_(replicas),
+        losses_(o.lanes, 0.0f),
+        images_(o.lanes, 0),
+        sequences_(o.lanes),
+        sync_(o.lanes) {}
 
   // Runs every lane to o.steps; rethrows the first lane's failure.
   void run() {
     start_ = last_report_ = std::chrono::steady_clock::now();
     std::vector<std::thread> threads;
-    for (int g = 0; g < o_.gpus; ++g) threads.emplace_back([this, g] { lane(g); });
+    for (int g = 0; g < o_.lanes; ++g) threads.emplace_back([this, g] { lane(g); });
     for (auto& t : threads) t.join();
     if (error_) std::rethrow_exception(error_);
   }
@@ -294,6 +313,8 @@ class Training {
     for (auto n : images_) seen += n;
     return seen;
   }
+  // Each lane's batch numbers, in the order the lane got them.
+  [[nodiscard]] const std::vector<std::vector<std::uint64_t>>& sequences() const { return sequences_; }
   [[nodiscard]] double seconds() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
@@ -306,13 +327,14 @@ class Training {
         if (!batch) throw TimeoutError("the data ended at step " + std::to_string(step));
         losses_[g] = replicas_[g]->step(*batch);
         images_[g] += static_cast<std::uint64_t>((*batch)[0].dim(0));
+        sequences_[g].push_back(batch->sequence());
         batch.reset();  // the buffer goes back to the feeder after this GPU's queued work
         sync_.arrive_and_wait();
         if (stop_) return;
         if (g == 0) reduce_and_report(step);
         sync_.arrive_and_wait();
         if (stop_) return;
-        replicas_[g]->update(o_.gpus);
+        replicas_[g]->update(o_.lanes);
       }
     } catch (...) {
       {
@@ -326,9 +348,9 @@ class Training {
 
   // GPU 0's thread, between the two barriers of a step.
   void reduce_and_report(int step) {
-    if (o_.gpus > 1) all_reduce(replicas_);
+    if (o_.lanes > 1) all_reduce(replicas_);
     for (float l : losses_) loss_sum_ += l;
-    loss_count_ += o_.gpus;
+    loss_count_ += o_.lanes;
     if ((step + 1) % o_.report != 0 && step + 1 != o_.steps) return;
     const auto now = std::chrono::steady_clock::now();
     const std::uint64_t seen = images();
@@ -345,8 +367,9 @@ class Training {
   const Options& o_;
   GpuFeeder& feeder_;
   std::vector<std::unique_ptr<Replica>>& replicas_;
-  std::vector<float> losses_;          // each lane's last loss
-  std::vector<std::uint64_t> images_;  // each lane's images so far
+  std::vector<float> losses_;                          // each lane's last loss
+  std::vector<std::uint64_t> images_;                  // each lane's images so far
+  std::vector<std::vector<std::uint64_t>> sequences_;  // each lane's batch numbers so far
   std::barrier<> sync_;
   std::atomic<bool> stop_ = false;
   std::mutex error_mutex_;
@@ -357,6 +380,34 @@ class Training {
   std::uint64_t images_at_report_ = 0;
 };
 
+// True when each lane reads a source of its own (GpuFeeder::from_urls).
+bool per_lane_sources(const Options& o) { return brace_expand_all(o.urls).size() == static_cast<std::size_t>(o.lanes); }
+
+// Checks and says that every batch of the source(s), up to the last one
+// trained on, reached exactly one lane once: with one source per lane, lane
+// i got its source's batches 0, 1, 2, ...; with one source round-robin,
+// lane i got batches i, i + lanes, ..., and the lanes together 0..n-1.
+bool each_batch_once(const std::vector<std::vector<std::uint64_t>>& sequences, bool per_lane) {
+  const std::size_t lanes = sequences.size();
+  std::uint64_t total = 0;
+  std::uint64_t misplaced = 0;
+  for (std::size_t lane = 0; lane < lanes; ++lane) {
+    const auto& got = sequences[lane];
+    total += got.size();
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      const std::uint64_t expected = per_lane ? k : lane + k * lanes;
+      if (got[k] != expected) ++misplaced;
+    }
+    std::printf("cpp-trainer: lane %zu took %zu batches\n", lane, got.size());
+  }
+  std::printf("cpp-trainer: %llu batches over %zu lane(s) (%s): %s\n", static_cast<unsigned long long>(total), lanes,
+              per_lane ? "a source each" : "one source, round-robin",
+              misplaced == 0 ? "each batch exactly once, in order" : "BATCHES LOST, REPEATED OR OUT OF ORDER");
+  if (misplaced != 0)
+    std::printf("cpp-trainer: %llu batches out of place\n", static_cast<unsigned long long>(misplaced));
+  return misplaced == 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -366,16 +417,18 @@ int main(int argc, char** argv) {
     const int features = 3 * o.cells * o.cells;
     const std::vector<float> initial = initial_parameters(o, features);
     std::vector<std::unique_ptr<Replica>> replicas;
-    for (int d = 0; d < o.gpus; ++d) replicas.push_back(std::make_unique<Replica>(d, o, features, initial));
-    std::printf("cpp-trainer: %d GPU(s), MLP %d -> %d -> %d (%zu parameters), from %s\n", o.gpus, features, o.hidden,
-                o.classes, initial.size(), o.urls.front().c_str());
+    for (int lane = 0; lane < o.lanes; ++lane) {
+      replicas.push_back(std::make_unique<Replica>(lane_device(o, lane), o, features, initial));
+    }
+    std::printf("cpp-trainer: %d lane(s) on %d GPU(s), MLP %d -> %d -> %d (%zu parameters), from %s\n", o.lanes, o.gpus,
+                features, o.hidden, o.classes, initial.size(), o.urls.front().c_str());
     Training training(o, feeder, replicas);
     training.run();
     const std::uint64_t seen = training.images();
     const double seconds = training.seconds();
     std::printf("cpp-trainer: %llu images in %.1f s, %.1f images/s\n", static_cast<unsigned long long>(seen), seconds,
                 seen / seconds);
-    return 0;
+    return each_batch_once(training.sequences(), per_lane_sources(o)) ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cpp-trainer: %s\n", e.what());
     return 1;

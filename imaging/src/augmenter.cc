@@ -2,8 +2,10 @@
 
 #include <opencv2/core.hpp>
 #include <opencv2/core/utils/logger.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#if TENSORCOM_OPENCV_CODECS
+#include <opencv2/imgcodecs.hpp>
+#endif
 
 #include <cmath>
 #include <vector>
@@ -209,6 +211,7 @@ cv::Mat ImageAugmenter::Engine::decode_other(std::span<const std::byte> encoded)
   const auto declared = peek_image_size(encoded);
   if (!declared) throw ImageError(Problem::kUndecodable, "a malformed image header");
   check_pixels(declared->width, declared->height);
+#if TENSORCOM_OPENCV_CODECS
   cv::Mat raw(1, static_cast<int>(encoded.size()), CV_8U, const_cast<std::byte*>(encoded.data()));
   cv::Mat image;
   const auto start = Clock::now();
@@ -218,6 +221,12 @@ cv::Mat ImageAugmenter::Engine::decode_other(std::span<const std::byte> encoded)
     throw ImageError(Problem::kUndecodable, e.what());
   }
   decode_time_ += Clock::now() - start;
+#else
+  // A JPEG-only build (-Dopencv_codecs=disabled) has no decoder for others.
+  cv::Mat image;
+  throw ImageError(Problem::kUndecodable, std::string(format_name(sniff_format(encoded))) +
+                                              " image: this build decodes JPEG only (-Dopencv_codecs=disabled)");
+#endif
   if (image.empty()) throw ImageError(Problem::kUndecodable, "not an image OpenCV can read");
   check_pixels(static_cast<std::uint64_t>(image.cols), static_cast<std::uint64_t>(image.rows));
   return image;

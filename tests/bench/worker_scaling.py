@@ -15,7 +15,7 @@ count is the best of --repeat runs. The server serves forever (the shards'
 epochs over and over); the consumer times --batches-per-worker batches for
 each worker after a warm-up (the shuffle buffer's fill, the workers' first
 images), so that every run lasts about as long whatever the worker count,
-and a few hundred photos are enough data (tests/bench/pack_scaling_bundle.sh
+and a few hundred photos are enough data (scripts/gpu-pack
 packs them with the programs for the GPU machine).
 """
 import argparse
@@ -69,7 +69,7 @@ def one_run(args, workers):
         consumer = subprocess.Popen(["taskset", "-c", str(consumer_core)] + program(args, "recv-throughput") +
                                     ["zpull+" + url, "--count", str(batches), "--warmup", str(warmup)],
                                     stdout=subprocess.PIPE, text=True)
-        server = subprocess.Popen(["taskset", "-c", cores(0, min(workers, consumer_core))] +
+        server = subprocess.Popen(["taskset", "-c", cores(0, min(workers + args.spare_cores, consumer_core))] +
                                   program(args, "serve-imagenet-shards") +
                                   ["-u", args.shards, "-b", str(args.batch), "-w", str(workers), "--epochs", "0",
                                    "-r", "0", "--linger", "0", "zpush+" + url],
@@ -113,6 +113,8 @@ def main():
                         help="batches timed per worker (100 of 128: a few seconds a run)")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--spare-cores", type=int, default=0,
+                        help="cores the server has beyond its workers, for its reader and publisher threads")
     parser.add_argument("--timeout", type=int, default=600, help="seconds a run may take")
     args = parser.parse_args()
     try:

@@ -83,6 +83,7 @@ TEST_CASE("colours of every kind of input come out RGB") {
   };
   SUBCASE("baseline JPEG") { check_red(run(augmenter, encode(red, ".jpg"))); }
   SUBCASE("progressive JPEG") { check_red(run(augmenter, encode(red, ".jpg", {cv::IMWRITE_JPEG_PROGRESSIVE, 1}))); }
+#if TENSORCOM_OPENCV_CODECS
   SUBCASE("PNG") { check_red(run(augmenter, encode(red, ".png"))); }
   SUBCASE("PPM") { check_red(run(augmenter, encode(red, ".ppm"))); }
   SUBCASE("16-bit PNG") {
@@ -95,6 +96,17 @@ TEST_CASE("colours of every kind of input come out RGB") {
     cv::cvtColor(red, bgra, cv::COLOR_BGR2BGRA);
     check_red(run(augmenter, encode(bgra, ".png")));
   }
+#else
+  SUBCASE("a JPEG-only build refuses PNG as undecodable, naming why") {
+    try {
+      (void)run(augmenter, encode(red, ".png"));
+      FAIL("a PNG was decoded by a build without OpenCV's codecs");
+    } catch (const ImageError& e) {
+      CHECK(e.problem() == Problem::kUndecodable);
+      CHECK(std::string(e.what()).find("decodes JPEG only") != std::string::npos);
+    }
+  }
+#endif
   SUBCASE("greyscale JPEG") {
     cv::Mat grey(100, 100, CV_8UC1, cv::Scalar(90));
     cv::Scalar m = mean_rgb(run(augmenter, encode(grey, ".jpg")));

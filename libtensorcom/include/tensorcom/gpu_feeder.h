@@ -144,6 +144,8 @@ struct GpuFeederOptions {
   std::size_t prefetch = 2;                // batches a lane copies ahead: prefetch + 1 device buffers a lane
   std::size_t pinned_buffers = 2;          // pinned staging buffers a lane (at least 1)
   std::size_t chunk_bytes = 8 << 20;       // host copies and device copies overlap in chunks of this size
+  std::size_t staging_threads = 0;         // threads a source's copy into pinned memory is split over
+                                           // (0: half the CPUs, 1 to 8)
   std::optional<ImageConversion> convert;  // convert one tensor of each batch on the GPU (none: raw tensors)
 };
 

@@ -10,9 +10,11 @@
 // a page-table walk and an IOMMU mapping per 4 KiB page on every message (the
 // memory is a new malloc each time, so no registration can be reused safely:
 // glibc may unmap and remap it), and CUDA documents it as an expensive call;
-// a memcpy into an already pinned buffer runs at memory bandwidth and
-// overlaps the DMA of the previous chunk. We stage in chunks (chunk_bytes):
-// while chunk k+1 is memcpy'd, chunk k is already on its way to the GPU.
+// a memcpy into an already pinned buffer overlaps the DMA of the previous
+// chunk. We stage in chunks (chunk_bytes): while chunk k+1 is memcpy'd, chunk
+// k is already on its way to the GPU. One thread's memcpy is several times
+// slower than the DMA, so each chunk's memcpy is split over staging_threads
+// threads (parallel_copy.h).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -27,6 +29,7 @@
 #include "convert_images.h"
 #include "cuda_handles.h"
 #include "feeder_common.h"
+#include "parallel_copy.h"
 #include "tensorcom/gpu_feeder.h"
 
 namespace tensorcom {
@@ -267,6 +270,11 @@ class GpuFeeder::Impl {
     for (int device : options_.devices) {
       lanes_.push_back(std::make_shared<detail::Lane>(device, options_.prefetch + 1, options_.pinned_buffers));
     }
+    const std::size_t staging_threads =
+        options_.staging_threads != 0 ? options_.staging_threads : detail::default_staging_threads();
+    for (std::size_t i = 0; i < sources_.size(); ++i) {
+      copiers_.push_back(std::make_unique<detail::ParallelCopy>(staging_threads));
+    }
     for (std::size_t i = 0; i < sources_.size(); ++i) threads_.emplace_back([this, i] { run_source(i); });
   }
 
@@ -374,7 +382,7 @@ class GpuFeeder::Impl {
         std::optional<TensorList> batch = source.next(detail::kSourcePoll);
         add_seconds(&GpuFeederStats::receive_seconds, detail::seconds_since(start));
         if (!batch) continue;
-        if (!feed(lanes_[fed[sequence % fed.size()]], std::move(*batch), sequence)) break;
+        if (!feed(lanes_[fed[sequence % fed.size()]], std::move(*batch), sequence, *copiers_[index])) break;
         ++sequence;
       }
     } catch (...) {
@@ -410,7 +418,8 @@ class GpuFeeder::Impl {
   // Stages `batch` and queues its copy (and conversion) to the lane's device.
   // Returns false when the feeder is stopping. Throws ArgumentError for a
   // batch that the conversion cannot take, Error if CUDA fails.
-  bool feed(const std::shared_ptr<detail::Lane>& lane, TensorList batch, std::uint64_t sequence) {
+  bool feed(const std::shared_ptr<detail::Lane>& lane, TensorList batch, std::uint64_t sequence,
+            detail::ParallelCopy& copier) {
     DeviceScope scope(lane->device);
     const BatchPlan plan = plan_batch(batch, sequence);
     const std::optional<std::size_t> slot_index = take_slot(*lane);
@@ -421,7 +430,7 @@ class GpuFeeder::Impl {
     detail::Slot& slot = lane->slots[*slot_index];
     grow_slot(slot, plan);
     wait_for_release(slot, lane->stream.get());
-    stage_and_copy(*lane, batch, plan, slot.raw.data());
+    stage_and_copy(*lane, batch, plan, slot.raw.data(), copier);
     std::vector<DeviceTensor> tensors = device_tensors(*lane, slot, batch, plan, lease);
     check_cuda(cudaEventRecord(slot.ready.get(), lane->stream.get()), "cudaEventRecord after a batch");
     enqueue(*lane, std::move(batch), DeviceBatch(std::move(tensors), lane->device, sequence, std::move(lease)));
@@ -477,7 +486,8 @@ class GpuFeeder::Impl {
 
   // Copies the batch into the lane's next pinned buffer and queues its copy
   // to `device` on the lane's stream.
-  void stage_and_copy(detail::Lane& lane, const TensorList& batch, const BatchPlan& plan, std::byte* device) {
+  void stage_and_copy(detail::Lane& lane, const TensorList& batch, const BatchPlan& plan, std::byte* device,
+                      detail::ParallelCopy& copier) {
     detail::Staging& staging = lane.staging[lane.next_staging];
     lane.next_staging = (lane.next_staging + 1) % lane.staging.size();
     check_cuda(cudaEventSynchronize(staging.copied.get()), "cudaEventSynchronize on a staging buffer");
@@ -486,7 +496,7 @@ class GpuFeeder::Impl {
       staging.host = detail::PinnedBuffer::allocate(plan.raw_bytes);
     }
     const auto start = std::chrono::steady_clock::now();
-    copy_in_chunks(batch, plan.offsets, staging.host.data(), device, lane.stream.get());
+    copy_in_chunks(batch, plan.offsets, staging.host.data(), device, lane.stream.get(), copier);
     check_cuda(cudaEventRecord(staging.copied.get(), lane.stream.get()), "cudaEventRecord after a copy");
     add_seconds(&GpuFeederStats::staging_seconds, detail::seconds_since(start));
   }
@@ -527,7 +537,7 @@ class GpuFeeder::Impl {
   // memcpy's every tensor into pinned memory and queues host-to-device
   // copies of what is staged each time chunk_bytes have accumulated.
   void copy_in_chunks(const TensorList& batch, const std::vector<std::size_t>& offsets, std::byte* host,
-                      std::byte* device, cudaStream_t stream) const {
+                      std::byte* device, cudaStream_t stream, detail::ParallelCopy& copier) const {
     const std::size_t chunk = options_.chunk_bytes;
     std::size_t sent = 0;  // bytes [0, sent) are queued for the device
     auto send_up_to = [&](std::size_t end) {
@@ -541,7 +551,7 @@ class GpuFeeder::Impl {
       const std::size_t n = batch[i].nbytes();
       for (std::size_t done = 0; done < n;) {
         const std::size_t take = std::min(n - done, chunk);
-        std::memcpy(host + offsets[i] + done, src + done, take);
+        copier.copy(host + offsets[i] + done, src + done, take);
         done += take;
         if (offsets[i] + done - sent >= chunk) send_up_to(offsets[i] + done);
       }
@@ -556,6 +566,7 @@ class GpuFeeder::Impl {
 
   GpuFeederOptions options_;
   std::vector<std::unique_ptr<BatchSource>> sources_;
+  std::vector<std::unique_ptr<detail::ParallelCopy>> copiers_;  // one a source, for its feeder thread
   std::vector<std::shared_ptr<detail::Lane>> lanes_;
   std::vector<std::thread> threads_;
   mutable std::mutex stats_mutex_;
