@@ -57,11 +57,14 @@ void release_python_object(const void* pointer) {
   Py_DECREF(object);
 }
 
-// The tenbin dtype of a numpy dtype, if it has one.
+// The tenbin dtype of a numpy dtype, if it has one. Read through Python
+// attributes: pybind11 before 2.12 reads kind() and itemsize() from NumPy
+// 1's PyArray_Descr layout, and NumPy 2 moved its fields (every dtype
+// looked unknown there).
 std::optional<DType> tenbin_dtype(const py::dtype& dtype) {
-  const char kind = dtype.kind();
-  if (kind != 'f' && kind != 'i' && kind != 'u') return std::nullopt;
-  return dtype_from_code(std::string(1, kind) + std::to_string(dtype.itemsize()));
+  const std::string kind = dtype.attr("kind").cast<std::string>();
+  if (kind != "f" && kind != "i" && kind != "u") return std::nullopt;
+  return dtype_from_code(kind + std::to_string(dtype.attr("itemsize").cast<int>()));
 }
 
 bool native_byte_order(const py::dtype& dtype) {
@@ -91,11 +94,25 @@ TensorList borrowed_views(const TensorList& tensors) {
   return out;
 }
 
+// C-order strides, given explicitly: pybind11 before 2.12 computes default
+// strides from NumPy 1's PyArray_Descr layout, which under NumPy 2 reads a
+// zero item size (every element would alias the first).
+std::vector<py::ssize_t> c_order_strides(const std::vector<py::ssize_t>& shape, std::size_t item) {
+  std::vector<py::ssize_t> strides(shape.size());
+  auto stride = static_cast<py::ssize_t>(item);
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  return strides;
+}
+
 py::array to_array(const Tensor& tensor, bool writable) {
   const std::vector<py::ssize_t> shape(tensor.shape().begin(), tensor.shape().end());
   auto* held = new Tensor(tensor);
   py::capsule base(held, [](void* pointer) { delete static_cast<Tensor*>(pointer); });
-  py::array array(py::dtype(std::string(dtype_name(tensor.dtype()))), shape, held->data(), base);
+  py::array array(py::dtype(std::string(dtype_name(tensor.dtype()))), shape,
+                  c_order_strides(shape, itemsize(tensor.dtype())), held->data(), base);
   if (!writable) array.attr("setflags")(py::arg("write") = false);
   return array;
 }

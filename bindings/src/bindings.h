@@ -12,6 +12,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "tensorcom/connection.h"
+#include "tensorcom/error.h"
 #include "tensorcom/tensor.h"
 
 namespace tensorcom::python {
@@ -86,9 +88,27 @@ void release_put_aside() noexcept;
 // while the caller keeps the tensors (and their owners) alive.
 [[nodiscard]] TensorList borrowed_views(const TensorList& tensors);
 
+// What the GPU feeder (gpu.cc) needs of a tensorcom._Connection.
+class SharedConnection {
+ public:
+  virtual ~SharedConnection() = default;
+  // The next batch, or nothing within `wait`; as _Connection.recv, under the
+  // same lock. REQUIRES: the GIL is not held (it is never taken).
+  [[nodiscard]] virtual std::optional<TensorList> receive(Milliseconds wait) = 0;
+  // The connection's silence limit (none: wait forever), and the error that
+  // reports it.
+  [[nodiscard]] virtual std::optional<Milliseconds> timeout() const = 0;
+  [[nodiscard]] virtual TimeoutError silence_error() const = 0;
+};
+
+// The C++ connection of a _Connection; valid while the Python object lives.
+// Throws py::cast_error for another object. REQUIRES: the GIL is held.
+[[nodiscard]] SharedConnection& shared_connection(py::handle connection);
+
 void bind_errors(py::module_& m);
 void bind_tenbin(py::module_& m);
 void bind_connection(py::module_& m);
 void bind_imaging(py::module_& m);
+void bind_gpu(py::module_& m);
 
 }  // namespace tensorcom::python

@@ -39,7 +39,7 @@ std::optional<Milliseconds> to_timeout(std::optional<double> seconds) {
   return to_milliseconds(*seconds, "timeout");
 }
 
-class PyConnection {
+class PyConnection final : public SharedConnection {
  public:
   PyConnection(const std::vector<std::string>& urls, ConnectionOptions options)
       : connection_(urls, std::move(options)) {}
@@ -122,6 +122,17 @@ class PyConnection {
 
   // Send and receive throw TransportError once the connection is closed.
   [[nodiscard]] Connection& get() { return connection_; }
+
+  // For the GPU feeder's thread (gpu.cc): the same receive as recv(), under
+  // the same lock, without touching Python.
+  std::optional<TensorList> receive(Milliseconds wait) override {
+    std::lock_guard lock(mutex_);
+    std::optional<TensorList> batch = connection_.recv(wait);
+    if (metrics_server_) metrics_.update(connection_);
+    return batch;
+  }
+  [[nodiscard]] std::optional<Milliseconds> timeout() const override { return connection_.options().timeout; }
+  [[nodiscard]] TimeoutError silence_error() const override { return connection_.silence_error(); }
 
   // Serves the receiving side's metrics on address until the connection is
   // destroyed; returns the URL to scrape.
@@ -271,6 +282,8 @@ py::list endpoint_kinds(const std::vector<std::string>& urls, bool expand_braces
 }
 
 }  // namespace
+
+SharedConnection& shared_connection(py::handle connection) { return connection.cast<PyConnection&>(); }
 
 // ConnectionOptions' defaults, in the units tensorcom.Connection takes
 // (seconds): its signature's defaults come from here, not from a copy.

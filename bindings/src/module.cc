@@ -3,9 +3,10 @@
 #include "bindings.h"
 
 PYBIND11_MODULE(_tensorcom, m) {
-  m.doc() = "tensorcom's C++ core: the tenbin codec, .ten files, Connection, the imaging engine";
+  m.doc() = "tensorcom's C++ core: the tenbin codec, .ten files, Connection, the imaging engine, the GPU feeder";
   tensorcom::python::bind_errors(m);
   tensorcom::python::bind_tenbin(m);
   tensorcom::python::bind_connection(m);
   tensorcom::python::bind_imaging(m);
+  tensorcom::python::bind_gpu(m);
 }

@@ -104,6 +104,8 @@ def _resume_fields(arrays, infos):
     if i >= len(arrays):
         return None
     data = arrays[i]
+    if type(data) is _tensorcom.DeviceTensor:
+        data = data.host  # the GPU feeder keeps a host copy of the metadata
     if getattr(data, "dtype", None) != "uint8" or data.ndim != 1:
         return None
     msgpack = _msgpack()
@@ -152,7 +154,7 @@ class ConnectionSocket:
         self._connection.send(arrays, infos=infos, multipart=multipart)
 
     def _tensorcom_recv(self, flags=0):
-        got = self._connection._receive(0 if flags & _NOBLOCK else _WAIT)
+        got = self._connection._receive(0 if flags & _NOBLOCK else _WAIT, host=True)
         if got is None:
             raise _would_block()
         return got
@@ -256,7 +258,13 @@ class Connection:
     infos        info strings sent with the tensors (one per array)
     device       received arrays as torch tensors on this device ("cpu",
                  "cuda", "cuda:1"), a shorthand for converters=totorch(device=...);
-                 None (default) leaves them NumPy arrays
+                 None (default) leaves them NumPy arrays. On a GPU (and with
+                 converters="torch_cuda") batches come through the C++ GPU
+                 feeder, which receives on a thread of its own a few batches
+                 ahead (tensorcom.torch explains its streams; stats count
+                 batches as it receives them; the socket cannot receive then;
+                 iter_epoch can hold back only `prefetch` later batches, as
+                 each holds a device buffer)
     allow64      let send() take float64, int64 and uint64 arrays
     raw          accepted and ignored, as by the reference (whose constructor
                  never set it); undecoded frames: socket.recv_multipart()
@@ -339,6 +347,8 @@ class Connection:
         self._latest = {}                   # stream -> highest epoch received from it
         self._held = deque()                # (stream, epoch, fields, (arrays, infos), bytes): later epochs
         self._held_bytes = 0
+        self._feeder = None                 # the C++ GPU feeder that receives for torch_cuda,
+        self._feeding = None                # and whether it does (None: decided at the first receive)
         if url is not None:
             self.connect(url)
 
@@ -375,6 +385,9 @@ class Connection:
     def close(self):
         """Closes the socket. Queued batches get up to `linger` seconds to go if
         a peer ever connected; otherwise, and for receivers, it closes at once."""
+        if self._feeder is not None:
+            self._feeder.close()  # its thread reads the connection: it stops first
+            self._feeder = None   # receiving now fails as on the host path
         if self._c is not None:
             self._c.close()
         self._socket = None
@@ -416,16 +429,23 @@ class Connection:
 
     # --- receiving -------------------------------------------------------------
 
-    def _receive(self, timeout=_WAIT, track=True):
+    def _receive(self, timeout=_WAIT, track=True, host=False):
         """(arrays, infos) of the next message, undecoded by transforms; None on
-        timeout. track: record it as handed out (resume tracking)."""
+        timeout. The arrays are tensorcom.DeviceTensors where the GPU feeder
+        receives (_gpu_feeder), unless host: numpy arrays, or ArgumentError
+        if the feeder receives. track: record it as handed out (resume tracking)."""
+        if host and self._feeder is not None:
+            raise ArgumentError("the GPU feeder receives this connection's batches (converters=\"torch_cuda\"): "
+                                "receive them with recv() or iteration")
+        feeder = None if host else self._gpu_feeder()
+        source = self._core() if feeder is None else feeder
         if timeout is _WAIT:
             try:
-                got = self._core().next()
+                got = source.next()
             except TimeoutError as e:
                 raise _timeout_class()(str(e)) from None
         else:
-            got = self._core().recv(timeout)
+            got = source.recv(timeout)
             if got is None:
                 return None
         self.count += 1
@@ -434,6 +454,32 @@ class Connection:
             if fields is not None:
                 self._record(fields)
         return got
+
+    def _gpu_feeder(self):
+        """The C++ GPU feeder (tensorcom._GpuFeeder) that receives for a
+        torch_cuda converter, started at the first receive; None where the
+        converters upload themselves. Decided once, at the first receive: the
+        feeder is used when the converters are one converter that offers it
+        (gpu_feeder_options(), tensorcom.torch.CudaConverter) and there are no
+        batch_transforms, which need the arrays on the host.
+
+        Why the feeder reads this connection's own C++ Connection (on its
+        thread, under the connection's lock) rather than a Connection of its
+        own made from the URLs: binding URLs, topic, CURVE, statistics,
+        metrics, timeout and close() stay this connection's, and connect()
+        may add URLs later, as on the host path."""
+        if self._feeding is None:
+            options = self._feeder_options()
+            if options is not None:
+                self._feeder = _tensorcom._GpuFeeder(self._core(), **options)
+            self._feeding = options is not None
+        return self._feeder
+
+    def _feeder_options(self):
+        if self.batch_transforms or not self.converters or len(self.converters) != 1:
+            return None
+        options = getattr(self.converters[0], "gpu_feeder_options", None)
+        return options() if callable(options) else None
 
     def _fields(self, got):
         """The batch's resume fields (_resume_fields), counting batches without them."""

@@ -47,14 +47,18 @@ def tonumpy(dtype=None, transpose=True):
     return NumpyConverter(dtype=dtype, transpose=transpose)
 
 
-def totorch(dtype=None, device="cpu", transpose=True):
+def totorch(dtype=None, device="cpu", transpose=True, normalize=None, prefetch=2):
     """A converter from numpy arrays to torch tensors on device (the reference's
     totorch): floats become float32 and wider integers int64 unless dtype says
-    otherwise; images (H,W,C), (B,H,W,C) with C in 3, 4 become channels-first."""
+    otherwise; images (H,W,C), (B,H,W,C) with C in 3, 4 become channels-first.
+    On a CUDA device a Connection receives through the C++ GPU feeder, which
+    normalize= and prefetch= configure (tensorcom.torch.CudaConverter)."""
     torch = _torch_support()
     if str(device) == "cpu":
+        if normalize:
+            raise ArgumentError("normalize= is done by the GPU feeder: give device=\"cuda\"")
         return torch.TorchConverter(dtype=dtype, transpose=transpose)
-    return torch.CudaConverter(device=device, dtype=dtype, transpose=transpose)
+    return torch.CudaConverter(device=device, dtype=dtype, transpose=transpose, normalize=normalize, prefetch=prefetch)
 
 
 def device_converter(device):

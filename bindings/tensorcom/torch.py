@@ -6,21 +6,45 @@ or (C,H,W), a view whose memory is channels-last, so nothing is copied. As the
 reference does, floats become float32 and 16/32/64-bit integers int64 (these
 conversions copy; uint8 images and float32 stay zero-copy).
 
-"torch_cuda": the same on the GPU. For now it uses torch's own machinery: the
+"torch_cuda" (and a Connection's device="cuda" or "cuda:N"): the same tensors
+on the GPU. A Connection whose only converter is a torch_cuda one receives
+through tensorcom's C++ GPU feeder (tensorcom._GpuFeeder, gpu_feeder.h): a
+thread of its own takes each batch from the connection, copies it once into
+pinned memory and on to a pool of device buffers on a stream of its own,
+`prefetch` batches ahead. Each batch arrives as tensorcom.DeviceTensor objects
+that torch.from_dlpack takes without a copy, so a uint8 image tensor is the
+feeder's own memory (dtype changes, as above, make new tensors on the GPU).
+The stream current at recv() (or iteration) waits on the GPU, not the host,
+for the copy, and is recorded as the batch's reader: the buffer goes back to
+the pool once every tensor of the batch is gone, and is refilled only after
+the work queued on that stream by then. Work on another stream must be
+ordered after the current one (torch.cuda.Stream.wait_stream) or keep the
+tensors until it is done. normalize= has the feeder turn uint8 (B,H,W,C)
+images into normalized floats (B,C,H,W) in one kernel.
+
+Where the feeder cannot be used the converter uploads each array itself: the
 array is copied once into pinned host memory from torch's caching host
 allocator, then uploaded with a non-blocking copy on a side stream that the
-current stream waits for (so the upload overlaps work already queued). The
-C++ GPU feeder will replace this path.
+current stream waits for. That happens when tensorcom was built without CUDA
+(tensorcom._tensorcom.gpu_feeding_available() is False), when the
+Connection has batch_transforms or several converters, and when the converter
+is called on arrays directly. Without torch.cuda it raises UnavailableError.
 """
 
 import numpy as np
 import torch
 
-from ._tensorcom import UnavailableError
+from . import _tensorcom
+from ._tensorcom import ArgumentError, DeviceTensor, UnavailableError
 
 # Integer dtypes torch cannot view (or the reference widens): read as int64.
 _WIDEN = {np.dtype(t) for t in ("int16", "uint16", "int32", "uint32", "uint64")}
 _FLOATS = {np.dtype(t) for t in ("float16", "float64")}
+# What the feeder's unsigned integers become: int64 holding the same value
+# (uint64 wraps, as numpy's astype does), made from a signed view of the bits.
+_UNSIGNED_MASKS = {"uint16": 0xFFFF, "uint32": 0xFFFFFFFF, "uint64": None}
+# normalize=True: ImageNet's mean and std, as the feeder's ImageConversion.
+_IMAGENET = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
 
 
 def _cpu_tensor(a):
@@ -32,9 +56,13 @@ def _cpu_tensor(a):
     return torch.from_numpy(a)
 
 
+def _torch_dtype(dtype):
+    return getattr(torch, dtype) if isinstance(dtype, str) else dtype
+
+
 def _target_dtype(np_dtype, dtype):
     if dtype is not None:
-        return getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        return _torch_dtype(dtype)
     if np_dtype in _FLOATS:
         return torch.float32
     if np_dtype in _WIDEN:
@@ -68,20 +96,82 @@ class TorchConverter:
         return to_chw(t) if self.transpose else t
 
 
-class CudaConverter:
-    """numpy array -> CUDA tensor through pinned memory and a side stream (see the module's doc)."""
+def _feeder_conversion(normalize):
+    """The _GpuFeeder arguments of a normalize= (None, False, True or a dict)."""
+    if not normalize:
+        return {}
+    spec = dict(_IMAGENET, tensor=0, dtype="float32")
+    if isinstance(normalize, dict):
+        unknown = set(normalize) - set(spec)
+        if unknown:
+            raise ArgumentError(f"normalize: unknown keys {sorted(unknown)} (tensor, dtype, mean, std)")
+        spec.update(normalize)
+    elif normalize is not True:
+        raise ArgumentError(f"normalize is True, False or a dict (tensor, dtype, mean, std), not {normalize!r}")
+    dtype = str(spec["dtype"]).removeprefix("torch.")  # "float16" or torch.float16
+    return dict(convert_tensor=int(spec["tensor"]), convert_dtype=dtype, mean=[float(x) for x in spec["mean"]],
+                std=[float(x) for x in spec["std"]])
 
-    def __init__(self, device="cuda", dtype=None, transpose=True):
+
+class CudaConverter:
+    """numpy array or tensorcom.DeviceTensor -> CUDA tensor (see the module's doc).
+
+    device     "cuda" (the current device) or "cuda:N"
+    dtype      the tensors' dtype (default: floats float32, wider integers int64)
+    transpose  images (B,H,W,3|4) and (H,W,3|4) as channels-first views
+    normalize  feeder only: True converts tensor 0, uint8 (B,H,W,C), to
+               float32 (B,C,H,W) as (x / 255 - mean) / std with ImageNet's
+               mean and std; a dict may set tensor, dtype ("float32",
+               "float16", "bfloat16"), mean and std
+    prefetch   feeder only: batches copied ahead (prefetch + 1 device buffers)
+    """
+
+    def __init__(self, device="cuda", dtype=None, transpose=True, normalize=None, prefetch=2):
         self.device = torch.device(device)
         self.dtype = dtype
         self.transpose = transpose
+        self.normalize = normalize
+        self.prefetch = prefetch
+        self._conversion = _feeder_conversion(normalize)  # checked now, not at the first batch
         self._stream = None
 
+    def gpu_feeder_options(self):
+        """The arguments of a tensorcom._GpuFeeder that receives for this
+        converter, or None where the feeder cannot be used (no CUDA in
+        tensorcom's build, or none in torch)."""
+        if not torch.cuda.is_available() or not _tensorcom.gpu_feeding_available():
+            return None
+        index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+        return dict(device=index, prefetch=self.prefetch, **self._conversion)
+
     def __call__(self, a):
+        if type(a) is DeviceTensor:
+            return self._from_feeder(a)
         if not isinstance(a, np.ndarray):
             return a
         if not torch.cuda.is_available():
             raise UnavailableError("the torch_cuda converter needs CUDA, and torch.cuda is not available")
+        if self.normalize:
+            raise UnavailableError("normalize= needs tensorcom's GPU feeder: a Connection whose only converter this "
+                                   "is, without batch_transforms, in a build of tensorcom with CUDA")
+        return self._upload(a)
+
+    def _from_feeder(self, a):
+        """The feeder's tensor as a torch tensor, without a copy where the dtype stays."""
+        # from_dlpack makes the current stream wait for the batch and read it.
+        if a.dtype in _UNSIGNED_MASKS:
+            t = _widened(torch.from_dlpack(a.signed_view()), _UNSIGNED_MASKS[a.dtype])
+        else:
+            t = torch.from_dlpack(a)
+        if a.converted:
+            return t if self.dtype is None else t.to(_torch_dtype(self.dtype))
+        target = _target_dtype(np.dtype(a.dtype) if a.dtype != "bfloat16" else None, self.dtype)
+        if target is not None and t.dtype != target:
+            t = t.to(target)
+        return to_chw(t) if self.transpose else t
+
+    def _upload(self, a):
+        """The fallback: a's copy in pinned memory, uploaded on a side stream."""
         if self._stream is None:
             self._stream = torch.cuda.Stream(self.device)
         source = _cpu_tensor(a)
@@ -98,3 +188,9 @@ class CudaConverter:
         if target is not None and out.dtype != target:
             out = out.to(target)
         return to_chw(out) if self.transpose else out
+
+
+def _widened(signed, mask):
+    """int64 values of unsigned integers whose bits `signed` holds as signed ones."""
+    wide = signed.to(torch.int64)
+    return wide if mask is None else wide.bitwise_and_(mask)

@@ -185,6 +185,208 @@ def test_torch_cuda_without_cuda_says_so():
         convert(np.zeros(3, np.float32))
 
 
+# --- torch_cuda through the C++ GPU feeder (tensorcom._GpuFeeder, DLPack) ------------------
+
+from tensorcom import _tensorcom  # noqa: E402
+
+FEEDING = torch.cuda.is_available() and _tensorcom.gpu_feeding_available()
+needs_feeder = pytest.mark.skipif(not FEEDING, reason="needs torch.cuda and a build of tensorcom with CUDA")
+
+
+def host_tensor(a):
+    """a's memory as a DeviceTensor on the CPU: the DLPack export without a GPU."""
+    return _tensorcom._host_tensor_for_tests(a)
+
+
+def test_device_tensor_dlpack_export_shares_memory_and_releases_it():
+    a = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    refs = sys.getrefcount(a)
+    d = host_tensor(a)
+    assert (d.shape, d.dtype, d.ndim, d.nbytes, d.host, d.converted) == ((2, 3, 4), "int32", 3, 96, None, False)
+    assert d.__dlpack_device__() == (1, 0)  # kDLCPU; a feeder's tensors say (2, ordinal): kDLCUDA
+    t = torch.from_dlpack(d)
+    assert t.data_ptr() == a.ctypes.data == d.data_ptr and torch.equal(t, torch.from_numpy(a))
+    capsule = d.__dlpack__(stream=None, max_version=(1, 0))  # a legacy capsule serves any max_version
+    assert 'capsule object "dltensor"' in repr(capsule)
+    del capsule  # never consumed: its destructor calls the deleter
+    with pytest.raises(BufferError):
+        d.__dlpack__(copy=True)
+    with pytest.raises(BufferError):
+        d.__dlpack__(dl_device=(2, 0))
+    del d
+    assert sys.getrefcount(a) > refs  # torch's tensor holds the memory through the deleter's owner
+    del t
+    # torch calls the deleter without the GIL: the array's reference is put
+    # aside then, and dropped at the next call that makes a tensor.
+    host_tensor(np.zeros(1))
+    assert sys.getrefcount(a) == refs
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+                                   "uint16", "uint32"])
+def test_cuda_converter_on_feeder_tensors_gives_the_host_paths_tensors(dtype):
+    # The feeder path of the torch_cuda converter, on host DeviceTensors: the
+    # dtypes, shapes, layouts and values of the "torch" converter's tensors.
+    rng = np.random.default_rng(3)
+    high = 100 if dtype.startswith("int") else 256
+    shapes = [(4, 6, 5, 3), (2, 3), (5,), ()]
+    for shape in shapes:
+        a = rng.integers(0, high, shape).astype(dtype)
+        if dtype.startswith("uint") and dtype != "uint8":
+            a[...] = np.iinfo(dtype).max - a  # values past the signed range
+        expected = tensorcom.converter_table["torch"](a)
+        got = tensorcom.totorch(device="cuda")(host_tensor(a))
+        assert (got.dtype, got.shape, got.stride()) == (expected.dtype, expected.shape, expected.stride())
+        assert torch.equal(got, expected)
+    images = rng.integers(0, 256, (2, 4, 4, 3), dtype=np.uint8)
+    flat = tensorcom.totorch(device="cuda", transpose=False, dtype="float32")(host_tensor(images))
+    assert flat.shape == (2, 4, 4, 3) and flat.dtype == torch.float32
+
+
+@pytest.mark.skipif(FEEDING, reason="this build feeds GPUs")
+def test_gpu_feeder_without_cuda_says_so(ipc_dir):
+    with tensorcom.Connection(f"zpull+ipc://{ipc_dir}/nf") as pull:
+        with pytest.raises(tensorcom.UnavailableError, match="GPU feeding is not available"):
+            _tensorcom._GpuFeeder(pull._core(), device=0)
+
+
+def test_normalize_needs_the_feeder():
+    with pytest.raises(tensorcom.ArgumentError, match="normalize"):
+        tensorcom.totorch(device="cuda", normalize={"means": 1})
+    with pytest.raises(tensorcom.ArgumentError, match="GPU feeder"):
+        tensorcom.totorch(device="cpu", normalize=True)
+    if torch.cuda.is_available():
+        with pytest.raises(tensorcom.UnavailableError, match="feeder"):
+            tensorcom.totorch(device="cuda", normalize=True)(np.zeros((1, 2, 2, 3), np.uint8))
+
+
+@needs_feeder
+@pytest.mark.parametrize("how", [dict(converters="torch_cuda"), dict(device="cuda")])
+def test_torch_cuda_through_the_feeder_gives_the_host_paths_tensors(ipc_dir, how):
+    n = 8
+    with tensorcom.Connection(f"zpull+ipc://{ipc_dir}/f", timeout=TIMEOUT_S, **how) as pull, \
+            tensorcom.Connection(f"zpush+ipc://{ipc_dir}/f") as push:
+        for i in range(n):
+            push.send(batch(i))
+        pointers = set()
+        for i in range(n):
+            got = pull.recv()
+            assert pull._feeder is not None  # the feeder received it, not the Python path
+            expected = [tensorcom.converter_table["torch"](a).cuda() for a in batch(i)]
+            for g, e in zip(got, expected):
+                assert g.is_cuda and g.device.index == torch.cuda.current_device()
+                assert (g.dtype, g.shape, g.stride()) == (e.dtype, e.shape, e.stride())
+                assert torch.equal(g, e)
+            pointers.add(got[0].data_ptr())
+            del got
+        assert pull.count == n
+    # uint8 images are the feeder's memory itself: a pool of prefetch + 1
+    # buffers, no tensor allocated (nor uploaded) by torch for each batch.
+    assert len(pointers) <= 3
+
+
+@needs_feeder
+def test_feeder_reuses_a_buffer_only_after_the_consumers_stream_read_it(ipc_dir):
+    # Batch i is all i. On a side stream each is read after a long GPU sleep,
+    # and every reference to it is dropped at once, while the feeder (two
+    # buffers) is already copying the next batches. Were a buffer refilled
+    # without waiting for the side stream's work, the sums would see later
+    # batches' values; were the read not ordered after the copy, stale ones.
+    n, side = 8, torch.cuda.Stream()
+    converter = tensorcom.totorch(device="cuda", prefetch=1)
+    with tensorcom.Connection(f"zpull+ipc://{ipc_dir}/s", timeout=TIMEOUT_S, converters=converter) as pull, \
+            tensorcom.Connection(f"zpush+ipc://{ipc_dir}/s") as push:
+        for i in range(n):
+            push.send([np.full((1024, 1024), i, np.float32)])
+        sums, pointers = [], set()
+        with torch.cuda.stream(side):
+            for i in range(n):
+                allocated = torch.cuda.memory_allocated()
+                (t,) = pull.recv()
+                # The feeder's buffer itself: torch allocated nothing for it.
+                assert t.dtype == torch.float32 and torch.cuda.memory_allocated() == allocated
+                pointers.add(t.data_ptr())
+                torch.cuda._sleep(100_000_000)  # tens of milliseconds of GPU time before the read
+                sums.append(t.sum())
+                del t
+        side.synchronize()
+        assert pull._feeder is not None
+    assert [s.item() for s in sums] == [float(i * 1024 * 1024) for i in range(n)]
+    assert len(pointers) <= 2  # prefetch=1: a pool of two device buffers
+
+
+@needs_feeder
+def test_dlpack_from_the_feeder_under_a_non_default_stream(ipc_dir):
+    device = torch.cuda.current_device()
+    values = np.arange(12, dtype=np.int32).reshape(3, 4)
+    with tensorcom.Connection(f"zpull+ipc://{ipc_dir}/d", timeout=TIMEOUT_S) as pull, \
+            tensorcom.Connection(f"zpush+ipc://{ipc_dir}/d") as push:
+        feeder = _tensorcom._GpuFeeder(pull._core(), device=device, prefetch=1)
+        try:
+            push.send([values], infos=["lab"])
+            tensors, infos = feeder.recv(TIMEOUT_S)
+        finally:
+            feeder.close()  # its thread reads the connection: it stops first
+    (d,) = tensors
+    assert infos == ["lab"] and (d.shape, d.dtype, d.info, d.device) == ((3, 4), "int32", "lab", device)
+    assert d.__dlpack_device__() == (2, device)
+    cai = d.__cuda_array_interface__
+    assert (cai["version"], cai["shape"], cai["typestr"], cai["data"]) == (3, (3, 4), "<i4", (d.data_ptr, False))
+    assert cai["stream"] not in (None, 0)  # the feeder's copy stream, to synchronize with
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        t = torch.from_dlpack(d)  # side waits for the copy, on the GPU
+        doubled = t * 2
+    side.synchronize()
+    assert t.is_cuda and t.device.index == device and t.data_ptr() == d.data_ptr
+    # Valid after the feeder is gone, as long as a reference lives.
+    assert doubled.cpu().tolist() == (values * 2).tolist() and t.cpu().tolist() == values.tolist()
+    capsule = d.__dlpack__(stream=side.cuda_stream, max_version=(1, 0))
+    assert 'capsule object "dltensor"' in repr(capsule)
+
+
+@needs_feeder
+def test_feeder_times_out_as_the_connection_does(ipc_dir):
+    with tensorcom.Connection(f"zpull+ipc://{ipc_dir}/t", timeout=0.3, converters="torch_cuda") as pull:
+        start = time.monotonic()
+        with pytest.raises(tensorcom.TimeoutError, match="no batch within 300 ms"):
+            pull.recv()
+        assert 0.25 < time.monotonic() - start < 5
+        assert pull.recv(timeout=0.1) is None
+
+
+@needs_feeder
+def test_feeder_keeps_the_resume_metadata_on_the_host(ipc_dir):
+    msgpack = pytest.importorskip("msgpack")
+    with tensorcom.Connection(f"zpull+ipc://{ipc_dir}/m", timeout=TIMEOUT_S, converters="torch_cuda") as pull, \
+            tensorcom.Connection(f"zpush+ipc://{ipc_dir}/m") as push:
+        for i in range(3):
+            meta = msgpack.packb({"stream": "s", "fingerprint": "0123456789abcdef", "seed": 1, "epoch": 0,
+                                  "batch": i, "batches": 10})
+            push.send(batch(i)[:2] + [np.frombuffer(meta, np.uint8)], infos=["", "", "meta"])
+        for i in range(3):
+            images, labels, meta = pull.recv()
+            assert meta.is_cuda and labels.cpu().tolist() == (np.arange(4) + i).tolist()
+        token = pull.state_dict()
+    assert token["streams"]["s"]["epochs"]["0"]["consumed"] == [[0, 3]]
+
+
+@needs_feeder
+def test_feeder_normalizes_images_on_the_gpu(ipc_dir):
+    with tensorcom.Connection(f"zpull+ipc://{ipc_dir}/n", timeout=TIMEOUT_S,
+                              converters=tensorcom.totorch(device="cuda", normalize=True)) as pull, \
+            tensorcom.Connection(f"zpush+ipc://{ipc_dir}/n") as push:
+        sent = batch(5)
+        push.send(sent)
+        images, labels, _ = pull.recv()
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+    expected = (torch.from_numpy(sent[0]).permute(0, 3, 1, 2).float() / 255 - mean) / std
+    assert images.dtype == torch.float32 and images.shape == (4, 3, 6, 5) and images.is_contiguous()
+    assert torch.allclose(images.cpu(), expected, atol=1e-4)
+    assert labels.dtype == torch.int64
+
+
 # --- examples/pytorch/train.py -------------------------------------------------------------
 
 def run_train(*args):
