@@ -18,13 +18,18 @@ namespace {
 struct FakePeers {
   std::map<int, std::uint64_t> received;  // absent: not TCP
   std::set<int> dropped;
+  std::set<int> banished;  // dropped for flooding: their addresses refused a while
   PeerGuard::Probe probe() {
     return {[this](int fd) -> std::optional<std::uint64_t> {
               auto it = received.find(fd);
               if (it == received.end()) return std::nullopt;
               return it->second;
             },
-            [this](int fd) { dropped.insert(fd); }};
+            [this](int fd) { dropped.insert(fd); },
+            [this](int fd) {
+              CHECK_FALSE(dropped.contains(fd));  // banished while its address can still be read
+              banished.insert(fd);
+            }};
   }
 };
 
@@ -45,6 +50,7 @@ TEST_CASE("connections that never finish their handshake are bounded in number, 
   CHECK(*peers.dropped.rbegin() == 100 + 200 - PeerGuard::kMaxUnfinished - 1);
   CHECK(guard.dropped(PeerGuard::Drop::kUnfinished) == 200 - PeerGuard::kMaxUnfinished);
   CHECK(guard.peers() == 0);
+  CHECK(peers.banished.empty());  // a slow or broken peer is not a flooder
 }
 
 TEST_CASE("a peer past its handshake is never dropped as unfinished, and counts once it has subscribed") {
@@ -93,6 +99,7 @@ TEST_CASE("a peer that sends more than subscriptions and heartbeats need is drop
   CHECK(peers.dropped.empty());
   guard.sweep(t0 + 9s);  // not at nine
   CHECK(peers.dropped == std::set<int>{3});
+  CHECK(peers.banished == std::set<int>{3});
   CHECK(guard.take_flood_drop());
   CHECK_FALSE(guard.take_flood_drop());
   CHECK(guard.dropped(PeerGuard::Drop::kFlooding) == 1);
@@ -144,6 +151,7 @@ TEST_CASE("drop_busiest takes the peer sending most beyond heartbeats, one at a 
   guard.accepted(6, t0 + 9'000s);
   CHECK(guard.drop_busiest(t0 + 9'010s));
   CHECK(peers.dropped == std::set<int>{2, 6});
+  CHECK(peers.banished == std::set<int>{2, 6});
 }
 
 TEST_CASE("connections accepted past the bound are dropped as they come, whatever they sent") {

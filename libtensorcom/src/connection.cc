@@ -80,7 +80,7 @@ class Connection::Impl {
     if (keeps_memory_) detail::keep_large_buffers_mapped();
     try {
       if (options_.curve && options_.curve->server_public_key.empty() && options_.curve->allowed_clients) {
-        zap_ = std::make_unique<detail::ZapHandler>(context_, *options_.curve->allowed_clients);
+        zap_ = std::make_unique<detail::ZapHandler>(context_, options_.curve->allowed_clients, bans_);
       }
       socket_ = zmq::socket_t(context_, detail::zmq_type(kind));
       detail::configure_socket(socket_, kind, options_);
@@ -238,7 +238,7 @@ class Connection::Impl {
     using detail::PeerGuard;
     return {dropped_peers_.unfinished + monitor_->dropped(PeerGuard::Drop::kUnfinished),
             dropped_peers_.flooding + monitor_->dropped(PeerGuard::Drop::kFlooding),
-            dropped_peers_.over_limit + monitor_->dropped(PeerGuard::Drop::kOverLimit)};
+            dropped_peers_.over_limit + monitor_->dropped(PeerGuard::Drop::kOverLimit), bans_->refused()};
   }
 
   // A subscription arrives as a message: wait for one.
@@ -338,6 +338,7 @@ class Connection::Impl {
       // (without it: "No such device"); it applies to later binds and connects.
       if (endpoint.address.find('[') != std::string::npos) socket_.set(zmq::sockopt::ipv6, 1);
       if (endpoint.bind) {
+        if (!receives()) refuse_banned_addresses();
         socket_.bind(endpoint.address);
         bound_.push_back(socket_.get(zmq::sockopt::last_endpoint));
       } else {
@@ -354,6 +355,15 @@ class Connection::Impl {
   }
 
   bool publishes() const noexcept { return endpoints_.front().kind == SocketKind::kPub; }
+
+  // A sender's peers that PeerGuard dropped for flooding reconnect at once;
+  // their addresses are refused inside the handshake for a while
+  // (address_bans.h). A ZAP domain makes libzmq ask the ZAP handler during
+  // NULL handshakes too.
+  void refuse_banned_addresses() {
+    if (!zap_) zap_ = std::make_unique<detail::ZapHandler>(context_, std::nullopt, bans_);
+    socket_.set(zmq::sockopt::zap_domain, "tensorcom");
+  }
 
   template <class Option, class Value>
   void set_option(Option option, Value value, const char* name) {
@@ -405,7 +415,7 @@ class Connection::Impl {
     using detail::PeerGuard;
     const std::uint64_t handshake_bytes =
         receives() ? 0 : (options_.curve ? PeerGuard::kCurveHandshakeBytes : PeerGuard::kNullHandshakeBytes);
-    monitor_ = std::make_unique<detail::SocketMonitor>(socket_, detail::kSocketBufferBytes, handshake_bytes);
+    monitor_ = std::make_unique<detail::SocketMonitor>(socket_, detail::kSocketBufferBytes, handshake_bytes, bans_);
   }
 
   void require_open(const char* operation) const {
@@ -552,7 +562,10 @@ class Connection::Impl {
   bool released_since_last_message_ = false;
   zmq::context_t context_;
   zmq::socket_t socket_;
-  std::unique_ptr<detail::ZapHandler> zap_;  // CURVE allow-list; stops before the context closes
+  // Addresses of flooders, refused for a while (a sender's; a receiver's
+  // stays empty). Before zap_ and monitor_, which share it.
+  std::shared_ptr<detail::AddressBans> bans_ = std::make_shared<detail::AddressBans>();
+  std::unique_ptr<detail::ZapHandler> zap_;  // allow-list and bans; stops before the context closes
   Connection::DroppedPeers dropped_peers_;   // counted by a monitor since closed
   std::uint64_t subscriptions_ = 0;          // PUB: as counted from the XPUB messages
   std::uint64_t subscription_bytes_ = 0;     // PUB: their topics' bytes

@@ -1,5 +1,7 @@
 #include "peer_guard.h"
 
+#include "address_bans.h"
+
 #include <linux/tcp.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -63,6 +65,7 @@ std::optional<std::uint64_t> PeerGuard::probe(int fd, Connection& c) {
 
 void PeerGuard::drop(int fd, Connection& c, Drop reason) {
   c.dropped = true;
+  if (reason == Drop::kFlooding && probe_.banish) probe_.banish(fd);
   probe_.drop(fd);
   ++dropped_[static_cast<std::size_t>(reason)];
   if (reason == Drop::kFlooding) {
@@ -164,7 +167,9 @@ std::size_t peer_limit() {
   return std::clamp<std::size_t>(limit.rlim_cur / 2, 1, PeerGuard::kMaxPeers);
 }
 
-PeerGuard::Probe tcp_probe() {
+PeerGuard::Probe tcp_probe(std::shared_ptr<AddressBans> bans) {
+  std::function<void(int)> banish;
+  if (bans) banish = [bans](int fd) { bans->ban(peer_address(fd), AddressBans::Clock::now()); };
   return {[](int fd) -> std::optional<std::uint64_t> {
             tcp_info info{};
             socklen_t size = sizeof info;
@@ -173,7 +178,7 @@ PeerGuard::Probe tcp_probe() {
             if (size < offsetof(tcp_info, tcpi_bytes_received) + sizeof info.tcpi_bytes_received) return std::nullopt;
             return info.tcpi_bytes_received;
           },
-          [](int fd) { (void)::shutdown(fd, SHUT_RDWR); }};
+          [](int fd) { (void)::shutdown(fd, SHUT_RDWR); }, std::move(banish)};
 }
 
 }  // namespace tensorcom::detail

@@ -32,9 +32,12 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <memory>
 #include <optional>
 
 namespace tensorcom::detail {
+
+class AddressBans;
 
 class PeerGuard {
  public:
@@ -65,6 +68,9 @@ class PeerGuard {
     std::function<std::optional<std::uint64_t>(int fd)> bytes_received;
     // Ends a connection.
     std::function<void(int fd)> drop;
+    // Called before a connection is dropped for flooding (may be empty):
+    // its address is refused for a while (address_bans.h).
+    std::function<void(int fd)> banish;
   };
 
   // handshake_bytes: kNullHandshakeBytes or kCurveHandshakeBytes; 0 guards
@@ -126,7 +132,7 @@ class PeerGuard {
 [[nodiscard]] std::size_t peer_limit();
 
 // The Probe of real descriptors: TCP_INFO's tcpi_bytes_received, and
-// shutdown(SHUT_RDWR).
-[[nodiscard]] PeerGuard::Probe tcp_probe();
+// shutdown(SHUT_RDWR); a flooder's address goes to `bans` (if any).
+[[nodiscard]] PeerGuard::Probe tcp_probe(std::shared_ptr<AddressBans> bans = nullptr);
 
 }  // namespace tensorcom::detail

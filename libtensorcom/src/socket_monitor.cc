@@ -7,6 +7,7 @@
 #include <csignal>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "malloc_tuning.h"
 
@@ -21,8 +22,9 @@ std::string next_monitor_address() {
 
 }  // namespace
 
-SocketMonitor::SocketMonitor(zmq::socket_t& socket, int ipc_buffer_bytes, std::uint64_t handshake_bytes)
-    : guard_(handshake_bytes, tcp_probe(), peer_limit()), monitor_(ipc_buffer_bytes, guard_) {
+SocketMonitor::SocketMonitor(zmq::socket_t& socket, int ipc_buffer_bytes, std::uint64_t handshake_bytes,
+                             std::shared_ptr<AddressBans> bans)
+    : guard_(handshake_bytes, tcp_probe(std::move(bans)), peer_limit()), monitor_(ipc_buffer_bytes, guard_) {
   // init() must run on the socket's own thread; the monitor's PAIR socket then
   // belongs to the watching thread alone (until stop() has joined it).
   monitor_.init(socket, next_monitor_address(), ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED);

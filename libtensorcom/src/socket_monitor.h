@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -36,8 +37,10 @@ class SocketMonitor {
   // connections. The socket must outlive this object, and watching must
   // start before the socket binds or connects, or early peers are missed.
   // handshake_bytes: PeerGuard's, for the socket's security mechanism (0:
-  // no guard, for receiving sockets).
-  SocketMonitor(zmq::socket_t& socket, int ipc_buffer_bytes, std::uint64_t handshake_bytes);
+  // no guard, for receiving sockets). bans: where the addresses of peers
+  // dropped for flooding go (may be null).
+  SocketMonitor(zmq::socket_t& socket, int ipc_buffer_bytes, std::uint64_t handshake_bytes,
+                std::shared_ptr<AddressBans> bans = nullptr);
   ~SocketMonitor();
   SocketMonitor(const SocketMonitor&) = delete;
   SocketMonitor& operator=(const SocketMonitor&) = delete;

@@ -25,14 +25,18 @@ std::string z85_of(const std::uint8_t* key) {
 
 }  // namespace
 
-ZapHandler::ZapHandler(zmq::context_t& context, const std::vector<std::string>& allowed_z85_keys)
-    : socket_(context, zmq::socket_type::rep) {
-  for (const std::string& text : allowed_z85_keys) {
-    Key key{};
-    if (text.size() != 40 || zmq_z85_decode(key.data(), text.c_str()) == nullptr) {
-      throw ArgumentError("allowed client key '" + text + "' is not a 40-character Z85 key");
+ZapHandler::ZapHandler(zmq::context_t& context, const std::optional<std::vector<std::string>>& allowed_z85_keys,
+                       std::shared_ptr<AddressBans> bans)
+    : socket_(context, zmq::socket_type::rep), bans_(std::move(bans)) {
+  if (allowed_z85_keys) {
+    allowed_.emplace();
+    for (const std::string& text : *allowed_z85_keys) {
+      Key key{};
+      if (text.size() != 40 || zmq_z85_decode(key.data(), text.c_str()) == nullptr) {
+        throw ArgumentError("allowed client key '" + text + "' is not a 40-character Z85 key");
+      }
+      allowed_->insert(key);
     }
-    allowed_.insert(key);
   }
   socket_.set(zmq::sockopt::linger, 0);
   try {
@@ -76,21 +80,25 @@ void ZapHandler::run() {
 void ZapHandler::answer(std::vector<zmq::message_t>& request) {
   const bool well_formed = request.size() >= 6 && text_of(request[0]) == "1.0";
   const bool curve = well_formed && text_of(request[5]) == "CURVE" && request.size() >= 7 && request[6].size() == 32;
+  const std::string address = well_formed ? text_of(request[3]) : "?";
   Key key{};
   if (curve) std::memcpy(key.data(), request[6].data(), key.size());
-  const bool allowed = curve && allowed_.count(key) > 0;
-  if (!allowed) {
+  // A banned flooder is refused quietly: it retries every reconnect interval.
+  const bool banned = well_formed && bans_ && bans_->refuses(address, AddressBans::Clock::now());
+  const bool listed = !allowed_ || (curve && allowed_->count(key) > 0);
+  const bool allowed = well_formed && !banned && listed;
+  if (!allowed && !banned) {
     ++refused_;
-    const std::string address = well_formed ? text_of(request[3]) : "?";
     note_refusal(curve ? "refused a peer at " + address + ": its CURVE key " + z85_of(key.data()) + " is not allowed"
                        : "refused a peer at " + address + ": not a CURVE client");
   }
+  const char* status = allowed ? "OK" : banned ? "address refused for a while: it flooded" : "key not allowed";
   std::array<zmq::message_t, 6> reply{
       zmq::message_t(std::string_view("1.0")),
       zmq::message_t(request.size() > 1 ? request[1].data() : nullptr, request.size() > 1 ? request[1].size() : 0),
       zmq::message_t(std::string_view(allowed ? "200" : "400")),
-      zmq::message_t(std::string_view(allowed ? "OK" : "key not allowed")),
-      zmq::message_t(allowed ? z85_of(key.data()) : std::string()),
+      zmq::message_t(std::string_view(status)),
+      zmq::message_t(allowed && curve ? z85_of(key.data()) : std::string()),
       zmq::message_t()};
   zmq::send_multipart(socket_, reply);
 }

@@ -1,7 +1,9 @@
-// Internal: a ZeroMQ authentication (ZAP, RFC 27) handler that lets in only
-// CURVE clients whose public key is on an allow-list, as CZMQ's zauth does
-// with a certificate folder. One per ZeroMQ context, on a thread of its own;
-// libzmq asks it during every CURVE handshake on that context's sockets.
+// Internal: a ZeroMQ authentication (ZAP, RFC 27) handler. It refuses
+// addresses a sending socket banned for flooding (address_bans.h), and, with
+// an allow-list, CURVE clients whose public key is not on it, as CZMQ's
+// zauth does with a certificate folder. One per ZeroMQ context, on a thread
+// of its own; libzmq asks it during every CURVE handshake on that context's
+// sockets, and during NULL handshakes on sockets with a ZAP domain.
 #pragma once
 
 #include <zmq.hpp>
@@ -10,26 +12,33 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "address_bans.h"
+
 namespace tensorcom::detail {
 
 class ZapHandler {
  public:
-  // Binds the context's ZAP endpoint and starts answering.
+  // Binds the context's ZAP endpoint and starts answering. Without
+  // allowed_z85_keys every CURVE key (and NULL) is let in; without bans no
+  // address is refused.
   // Throws ArgumentError for a key that is not Z85, TransportError if the
   // endpoint cannot be bound.
-  ZapHandler(zmq::context_t& context, const std::vector<std::string>& allowed_z85_keys);
+  ZapHandler(zmq::context_t& context, const std::optional<std::vector<std::string>>& allowed_z85_keys,
+             std::shared_ptr<AddressBans> bans);
   // Stops the thread and closes its socket (before the context closes).
   ~ZapHandler();
   ZapHandler(const ZapHandler&) = delete;
   ZapHandler& operator=(const ZapHandler&) = delete;
 
-  // Peers refused so far.
+  // Peers refused by the allow-list so far (the bans count their own).
   [[nodiscard]] std::uint64_t refused() const noexcept { return refused_; }
   // Lines describing refusals since the last call (at most kMaxPendingLines;
   // the rest are only counted). Thread safe.
@@ -44,7 +53,8 @@ class ZapHandler {
   void note_refusal(std::string line);
 
   zmq::socket_t socket_;
-  std::set<Key> allowed_;
+  std::optional<std::set<Key>> allowed_;  // none: any key
+  std::shared_ptr<AddressBans> bans_;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> refused_{0};
   std::mutex lines_mutex_;

@@ -563,7 +563,8 @@ void ImageServer::summary(double seconds) const {
   if (dropped.unfinished || dropped.flooding || dropped.over_limit) {
     std::cout << options_.program << ": peers dropped: " << dropped.unfinished
               << " that did not finish their handshake, " << dropped.flooding
-              << " that sent more than a receiver needs to, " << dropped.over_limit
+              << " that sent more than a receiver needs to (their addresses then refused for 10 s: "
+              << dropped.refused_after_flooding << " reconnections), " << dropped.over_limit
               << " that came while the data port held its most peers (docs/security.md)" << std::endl;
   }
   // Most of a crop's decoding time is entropy decoding of rows it does not

@@ -198,6 +198,9 @@ class Connection {
     std::uint64_t unfinished = 0;
     std::uint64_t flooding = 0;
     std::uint64_t over_limit = 0;  // came while the socket held its most peers
+    // Reconnections refused, in their handshake, from the address of a peer
+    // dropped for flooding, in the 10 s after (counted once a connection).
+    std::uint64_t refused_after_flooding = 0;
   };
   [[nodiscard]] DroppedPeers dropped_peers() const;
   // PUB: waits at most timeout (none: forever) until some peer is

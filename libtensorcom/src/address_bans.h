@@ -1,0 +1,54 @@
+// Internal: addresses refused for a while, shared by a sending socket's
+// PeerGuard (which bans a peer it drops for flooding) and its ZAP handler
+// (which refuses banned addresses inside the handshake).
+//
+// Why in the handshake: a dropped ZeroMQ peer reconnects within its
+// reconnect interval (100 ms by default) and subscribes again, and each drop
+// of a peer with subscriptions costs libzmq a walk over every subscription
+// the socket holds, on the publishing thread. Refusing the reconnection after
+// accept is too late (its handshake and subscriptions are processed before a
+// monitor can act); a ZAP refusal ends it before a subscription is read.
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace tensorcom::detail {
+
+class AddressBans {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // How long a flooder's address is refused. Refused reconnections do not
+  // extend it: an honest program behind the same address gets back in.
+  static constexpr std::chrono::seconds kBanTime{10};
+  // The most addresses held; a ban past them replaces the one ending first.
+  static constexpr std::size_t kMaxAddresses = 4096;
+
+  // Refuses `address` (as ZAP gives it: numeric, no port) until now +
+  // kBanTime. An empty address (ipc) is never banned.
+  void ban(const std::string& address, Clock::time_point now);
+  // Whether `address` is refused at `now`; counts the refusal if so.
+  [[nodiscard]] bool refuses(const std::string& address, Clock::time_point now);
+  // Connections refused so far.
+  [[nodiscard]] std::uint64_t refused() const;
+  // Addresses banned so far (a repeated ban of one address counts again).
+  [[nodiscard]] std::uint64_t bans() const;
+
+ private:
+  void forget_ended(Clock::time_point now);
+
+  mutable std::mutex mutex_;
+  std::map<std::string, Clock::time_point> until_;
+  std::uint64_t refused_ = 0;
+  std::uint64_t bans_ = 0;
+};
+
+// The numeric address of a connected socket's peer, as ZAP's requests give
+// it ("127.0.0.1", "::1"; IPv4-mapped IPv6 as IPv4), or "" if it has none.
+[[nodiscard]] std::string peer_address(int fd);
+
+}  // namespace tensorcom::detail
