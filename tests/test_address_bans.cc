@@ -1,6 +1,7 @@
 // AddressBans (libtensorcom/src/address_bans.h): flooders' addresses refused
-// for kBanTime, not longer for retrying, bounded in number; and
-// peer_address, which must give addresses as ZAP's requests do.
+// for kBanTime, not longer for retrying, longer for flooding again, bounded
+// in number; and peer_address, which must give addresses as ZAP's requests
+// do.
 #include "address_bans.h"
 
 #include <doctest/doctest.h>
@@ -32,13 +33,34 @@ TEST_CASE("a banned address is refused for the ban time, and retries do not exte
   CHECK(bans.refused() == 100);
 }
 
-TEST_CASE("a second flood bans the address anew") {
+TEST_CASE("a flood during a ban changes nothing; a flood after it doubles the next, up to the longest") {
+  using std::chrono::seconds;
   AddressBans bans;
   bans.ban("10.0.0.7", kStart);
-  bans.ban("10.0.0.7", kStart + std::chrono::seconds(5));
-  CHECK(bans.refuses("10.0.0.7", kStart + std::chrono::seconds(12)));
-  CHECK_FALSE(bans.refuses("10.0.0.7", kStart + std::chrono::seconds(15)));
-  CHECK(bans.bans() == 2);
+  bans.ban("10.0.0.7", kStart + seconds(5));  // another connection made before the ban
+  CHECK(bans.bans() == 1);
+  CHECK(bans.refuses("10.0.0.7", kStart + seconds(9)));
+  CHECK_FALSE(bans.refuses("10.0.0.7", kStart + seconds(10)));
+
+  auto now = kStart + seconds(20);
+  for (const int length : {20, 40, 80, 160, 160}) {
+    CAPTURE(length);
+    bans.ban("10.0.0.7", now);
+    CHECK(bans.refuses("10.0.0.7", now + seconds(length) - std::chrono::milliseconds(1)));
+    CHECK_FALSE(bans.refuses("10.0.0.7", now + seconds(length)));
+    now += seconds(length + 1);
+  }
+  CHECK(bans.bans() == 6);
+}
+
+TEST_CASE("an address that stays quiet long enough is forgiven: its next ban is the first again") {
+  AddressBans bans;
+  bans.ban("10.0.0.7", kStart);
+  const auto forgiven = kStart + AddressBans::kBanTime + AddressBans::kForgetAfter;
+  bans.ban("10.0.0.8", forgiven);  // any ban forgets the forgiven
+  bans.ban("10.0.0.7", forgiven);
+  CHECK(bans.refuses("10.0.0.7", forgiven + AddressBans::kBanTime - std::chrono::milliseconds(1)));
+  CHECK_FALSE(bans.refuses("10.0.0.7", forgiven + AddressBans::kBanTime));
 }
 
 TEST_CASE("ipc peers (no address) are never banned; IPv4-mapped IPv6 is IPv4") {

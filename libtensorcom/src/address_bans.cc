@@ -25,26 +25,27 @@ std::string without_mapping(std::string address) {
 void AddressBans::ban(const std::string& address, Clock::time_point now) {
   if (address.empty()) return;
   std::lock_guard lock(mutex_);
-  forget_ended(now);
+  forget_forgiven(now);
   const std::string key = without_mapping(address);
-  if (until_.size() >= kMaxAddresses && !until_.contains(key)) {
-    auto first_to_end = std::min_element(until_.begin(), until_.end(),
-                                         [](const auto& a, const auto& b) { return a.second < b.second; });
-    until_.erase(first_to_end);
+  if (bans_by_address_.size() >= kMaxAddresses && !bans_by_address_.contains(key)) {
+    auto first_to_end = std::min_element(bans_by_address_.begin(), bans_by_address_.end(),
+                                         [](const auto& a, const auto& b) { return a.second.until < b.second.until; });
+    bans_by_address_.erase(first_to_end);
   }
-  until_[key] = now + kBanTime;
+  Ban& ban = bans_by_address_[key];
+  if (now < ban.until) return;  // banned already
+  ban.strikes += 1;
+  const std::chrono::seconds length =
+      std::min<std::chrono::seconds>(kBanTime * (1 << std::min(ban.strikes - 1, 8)), kLongestBan);
+  ban.until = now + length;
   ++bans_;
 }
 
 bool AddressBans::refuses(const std::string& address, Clock::time_point now) {
   std::lock_guard lock(mutex_);
-  if (until_.empty()) return false;
-  const auto it = until_.find(without_mapping(address));
-  if (it == until_.end()) return false;
-  if (now >= it->second) {
-    until_.erase(it);
-    return false;
-  }
+  if (bans_by_address_.empty()) return false;
+  const auto it = bans_by_address_.find(without_mapping(address));
+  if (it == bans_by_address_.end() || now >= it->second.until) return false;
   ++refused_;
   return true;
 }
@@ -59,8 +60,8 @@ std::uint64_t AddressBans::bans() const {
   return bans_;
 }
 
-void AddressBans::forget_ended(Clock::time_point now) {
-  std::erase_if(until_, [&](const auto& entry) { return now >= entry.second; });
+void AddressBans::forget_forgiven(Clock::time_point now) {
+  std::erase_if(bans_by_address_, [&](const auto& entry) { return now >= entry.second.until + kForgetAfter; });
 }
 
 std::string peer_address(int fd) {

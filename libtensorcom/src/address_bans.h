@@ -22,27 +22,39 @@ namespace tensorcom::detail {
 class AddressBans {
  public:
   using Clock = std::chrono::steady_clock;
-  // How long a flooder's address is refused. Refused reconnections do not
-  // extend it: an honest program behind the same address gets back in.
+  // How long a flooder's address is refused at first. Refused reconnections
+  // do not extend it: an honest program behind the same address gets back
+  // in. An address that floods again once its ban has ended is refused
+  // twice as long each time, up to kLongestBan (as fail2ban's increments),
+  // so that a flooder that keeps coming back costs ever less; it is
+  // forgiven kForgetAfter after its last ban ends.
   static constexpr std::chrono::seconds kBanTime{10};
+  static constexpr std::chrono::seconds kLongestBan{160};
+  static constexpr std::chrono::minutes kForgetAfter{10};
   // The most addresses held; a ban past them replaces the one ending first.
   static constexpr std::size_t kMaxAddresses = 4096;
 
-  // Refuses `address` (as ZAP gives it: numeric, no port) until now +
-  // kBanTime. An empty address (ipc) is never banned.
+  // Refuses `address` (as ZAP gives it: numeric, no port) from now on, for
+  // kBanTime or longer (above). Another flood from the address while it is
+  // banned (its connections made before the ban) changes nothing. An empty
+  // address (ipc) is never banned.
   void ban(const std::string& address, Clock::time_point now);
   // Whether `address` is refused at `now`; counts the refusal if so.
   [[nodiscard]] bool refuses(const std::string& address, Clock::time_point now);
   // Connections refused so far.
   [[nodiscard]] std::uint64_t refused() const;
-  // Addresses banned so far (a repeated ban of one address counts again).
+  // Bans so far (an address banned again counts again).
   [[nodiscard]] std::uint64_t bans() const;
 
  private:
-  void forget_ended(Clock::time_point now);
+  struct Ban {
+    Clock::time_point until;
+    int strikes = 0;  // bans in a row, each after the last one ended
+  };
+  void forget_forgiven(Clock::time_point now);
 
   mutable std::mutex mutex_;
-  std::map<std::string, Clock::time_point> until_;
+  std::map<std::string, Ban> bans_by_address_;
   std::uint64_t refused_ = 0;
   std::uint64_t bans_ = 0;
 };

@@ -563,7 +563,7 @@ void ImageServer::summary(double seconds) const {
   if (dropped.unfinished || dropped.flooding || dropped.over_limit) {
     std::cout << options_.program << ": peers dropped: " << dropped.unfinished
               << " that did not finish their handshake, " << dropped.flooding
-              << " that sent more than a receiver needs to (their addresses then refused for 10 s: "
+              << " that sent more than a receiver needs to (their addresses then refused a while: "
               << dropped.refused_after_flooding << " reconnections), " << dropped.over_limit
               << " that came while the data port held its most peers (docs/security.md)" << std::endl;
   }

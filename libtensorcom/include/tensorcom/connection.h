@@ -199,7 +199,8 @@ class Connection {
     std::uint64_t flooding = 0;
     std::uint64_t over_limit = 0;  // came while the socket held its most peers
     // Reconnections refused, in their handshake, from the address of a peer
-    // dropped for flooding, in the 10 s after (counted once a connection).
+    // dropped for flooding, for 10 s after (longer for an address that
+    // floods again: docs/security.md).
     std::uint64_t refused_after_flooding = 0;
   };
   [[nodiscard]] DroppedPeers dropped_peers() const;
