@@ -88,6 +88,12 @@ void release_put_aside() noexcept;
 // while the caller keeps the tensors (and their owners) alive.
 [[nodiscard]] TensorList borrowed_views(const TensorList& tensors);
 
+// Seconds from Python as milliseconds. Throws ArgumentError (naming the
+// argument) unless 0 <= seconds <= 1e9.
+[[nodiscard]] Milliseconds to_milliseconds(double seconds, const char* name);
+// A timeout in seconds (None: none), as to_milliseconds.
+[[nodiscard]] std::optional<Milliseconds> to_timeout(std::optional<double> seconds);
+
 // What the GPU feeder (gpu.cc) needs of a tensorcom._Connection.
 class SharedConnection {
  public:

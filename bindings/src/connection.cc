@@ -21,10 +21,6 @@
 
 namespace tensorcom::python {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
 Milliseconds to_milliseconds(double seconds, const char* name) {
   // A billion seconds (31 years) is forever enough, and far from overflow.
   constexpr double kMostSeconds = 1e9;
@@ -38,6 +34,10 @@ std::optional<Milliseconds> to_timeout(std::optional<double> seconds) {
   if (!seconds) return std::nullopt;
   return to_milliseconds(*seconds, "timeout");
 }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 class PyConnection final : public SharedConnection {
  public:

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -308,14 +307,6 @@ class PyGpuFeeder {
   std::optional<GpuFeeder> feeder_;  // declared last: its thread stops before what it reads goes
 };
 
-std::optional<Milliseconds> timeout_of(std::optional<double> seconds) {
-  if (!seconds) return std::nullopt;
-  if (!(*seconds >= 0 && *seconds <= 1e9)) {
-    throw ArgumentError("timeout must be a number of seconds in 0..1e9, not " + std::to_string(*seconds));
-  }
-  return Milliseconds(static_cast<std::int64_t>(std::ceil(*seconds * 1000.0)));
-}
-
 std::unique_ptr<PyGpuFeeder> make_feeder(py::object connection, int device, std::size_t prefetch,
                                          std::size_t pinned_buffers, std::optional<std::size_t> convert_tensor,
                                          const std::string& convert_dtype, bool channels_last,
@@ -423,7 +414,7 @@ void bind_gpu(py::module_& m) {
            py::arg("mean") = conversion_defaults.mean, py::arg("std") = conversion_defaults.std,
            py::arg("host_infos") = std::vector<std::string>{"meta"})
       .def(
-          "recv", [](PyGpuFeeder& self, std::optional<double> timeout) { return self.recv(timeout_of(timeout)); },
+          "recv", [](PyGpuFeeder& self, std::optional<double> timeout) { return self.recv(to_timeout(timeout)); },
           py::arg("timeout") = py::none(),
           "([DeviceTensor], [info]) of the next batch, or None if none came within timeout seconds")
       .def("next", &PyGpuFeeder::next,
