@@ -1,7 +1,9 @@
 // numpy arrays <-> Tensor views, without copying in either direction.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -94,15 +96,12 @@ TensorList borrowed_views(const TensorList& tensors) {
   return out;
 }
 
-// C-order strides, given explicitly: pybind11 before 2.12 computes default
-// strides from NumPy 1's PyArray_Descr layout, which under NumPy 2 reads a
-// zero item size (every element would alias the first).
-std::vector<py::ssize_t> c_order_strides(const std::vector<py::ssize_t>& shape, std::size_t item) {
-  std::vector<py::ssize_t> strides(shape.size());
-  auto stride = static_cast<py::ssize_t>(item);
+std::vector<std::int64_t> c_order_strides(const Shape& shape, std::int64_t item) {
+  std::vector<std::int64_t> strides(shape.size());
+  std::int64_t step = item;
   for (std::size_t i = shape.size(); i-- > 0;) {
-    strides[i] = stride;
-    stride *= shape[i];
+    strides[i] = step;
+    step *= std::max<std::int64_t>(shape[i], 1);
   }
   return strides;
 }
@@ -111,8 +110,13 @@ py::array to_array(const Tensor& tensor, bool writable) {
   const std::vector<py::ssize_t> shape(tensor.shape().begin(), tensor.shape().end());
   auto* held = new Tensor(tensor);
   py::capsule base(held, [](void* pointer) { delete static_cast<Tensor*>(pointer); });
+  // Strides given explicitly: pybind11 before 2.12 computes default strides
+  // from NumPy 1's PyArray_Descr layout, which under NumPy 2 reads a zero
+  // item size (every element would alias the first).
+  const std::vector<std::int64_t> strides =
+      c_order_strides(tensor.shape(), static_cast<std::int64_t>(itemsize(tensor.dtype())));
   py::array array(py::dtype(std::string(dtype_name(tensor.dtype()))), shape,
-                  c_order_strides(shape, itemsize(tensor.dtype())), held->data(), base);
+                  std::vector<py::ssize_t>(strides.begin(), strides.end()), held->data(), base);
   if (!writable) array.attr("setflags")(py::arg("write") = false);
   return array;
 }

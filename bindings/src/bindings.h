@@ -5,12 +5,14 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "tensorcom/connection.h"
 #include "tensorcom/error.h"
@@ -87,6 +89,10 @@ void release_put_aside() noexcept;
 // Views of the same memory without owners: what is sent from them is copied
 // while the caller keeps the tensors (and their owners) alive.
 [[nodiscard]] TensorList borrowed_views(const TensorList& tensors);
+
+// The strides of a C-order array of `shape` whose items take `item` units
+// (bytes for NumPy, 1 for DLPack's elements).
+[[nodiscard]] std::vector<std::int64_t> c_order_strides(const Shape& shape, std::int64_t item);
 
 // Seconds from Python as milliseconds. Throws ArgumentError (naming the
 // argument) unless 0 <= seconds <= 1e9.

@@ -1,6 +1,5 @@
 #include "dlpack.h"
 
-#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -62,17 +61,6 @@ DLDataType dlpack_dtype(DeviceDType dtype) {
   throw ArgumentError("DLPack: unknown device dtype " + std::to_string(static_cast<int>(dtype)));
 }
 
-// NumPy's type string for __cuda_array_interface__; bfloat16 has none.
-std::vector<std::int64_t> c_order_strides(const Shape& shape) {
-  std::vector<std::int64_t> strides(shape.size());
-  std::int64_t step = 1;
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    strides[i] = step;
-    step *= std::max<std::int64_t>(shape[i], 1);
-  }
-  return strides;
-}
-
 // What a "dltensor" capsule owns: the DLManagedTensor and a copy of the
 // DeviceTensor, whose owner keeps the memory out of the feeder's pool until
 // the consumer calls the deleter.
@@ -123,7 +111,7 @@ py::object dlpack_capsule(const DeviceTensor& tensor, DLDevice device) {
   auto out = std::make_unique<DlpackExport>();
   out->tensor = tensor;
   out->shape = tensor.shape();
-  out->strides = c_order_strides(tensor.shape());
+  out->strides = c_order_strides(tensor.shape(), 1);  // DLPack counts in elements
   DLTensor& dl = out->managed.dl_tensor;
   dl.data = tensor.data();
   dl.device = device;
