@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "bindings.h"
+#include "pixel_pool.h"
 #include "tensorcom/imaging/augmenter.h"
 #include "tensorcom/imaging/format.h"
+#include "tensorcom/imaging/planar.h"
 #include "tensorcom/imaging/sample_rng.h"
 
 namespace tensorcom::python {
@@ -21,32 +23,45 @@ using imaging::PixelBox;
 using imaging::Size;
 using imaging::Transform;
 
+bool is_c_contiguous(const py::buffer_info& info) {
+  py::ssize_t expected = info.itemsize;
+  for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
+    if (info.strides[d] != expected) return false;
+    expected *= info.shape[d];
+  }
+  return true;
+}
+
 // The encoded bytes of any object with the buffer protocol (bytes,
 // bytearray, memoryview, a uint8 numpy array), held while in use.
 class EncodedBytes {
  public:
   explicit EncodedBytes(const py::buffer& buffer) : info_(buffer.request()) {
-    if (info_.ndim > 1 && !is_contiguous()) throw ArgumentError("encoded image: a buffer that is not contiguous");
+    if (info_.ndim > 1 && !is_c_contiguous(info_)) {
+      throw ArgumentError("encoded image: a buffer that is not contiguous");
+    }
   }
   [[nodiscard]] std::span<const std::byte> bytes() const {
     return {static_cast<const std::byte*>(info_.ptr), static_cast<std::size_t>(info_.size * info_.itemsize)};
   }
 
  private:
-  [[nodiscard]] bool is_contiguous() const {
-    py::ssize_t expected = info_.itemsize;
-    for (py::ssize_t d = info_.ndim - 1; d >= 0; --d) {
-      if (info_.strides[d] != expected) return false;
-      expected *= info_.shape[d];
-    }
-    return true;
-  }
   py::buffer_info info_;
 };
 
+// A C-contiguous uint8 buffer of ndim dimensions, held while in use (the
+// buffer protocol, not NumPy's structures: they differ between NumPy 1 and 2).
+py::buffer_info uint8_buffer(const py::buffer& buffer, py::ssize_t ndim, bool writable, const char* what) {
+  py::buffer_info info = buffer.request(writable);
+  if (info.itemsize != 1 || (info.format != "B" && info.format != "b") || info.ndim != ndim || !is_c_contiguous(info)) {
+    throw ArgumentError(std::string("stack_planar: ") + what + " must be a C-contiguous uint8 array of " +
+                        std::to_string(ndim) + " dimensions");
+  }
+  return info;
+}
+
 py::array_t<std::uint8_t> rgb_array(Size size) {
-  return py::array_t<std::uint8_t>(
-      {static_cast<py::ssize_t>(size.height), static_cast<py::ssize_t>(size.width), py::ssize_t{3}});
+  return pooled_rgb_array(static_cast<std::size_t>(size.height), static_cast<std::size_t>(size.width));
 }
 
 PixelBox box_of(const std::array<int, 4>& xywh) { return {xywh[0], xywh[1], xywh[2], xywh[3]}; }
@@ -141,6 +156,36 @@ class ImageTransform {
   std::vector<std::unique_ptr<ImageAugmenter>> pool_;  // idle augmenters
 };
 
+// images[i] (H, W, C) to out[i] (C, H, W): a batch of HWC images, as the
+// transforms make them, collated into the CHW layout torch batches have.
+void stack_planar(const std::vector<py::buffer>& images, const py::buffer& out) {
+  const py::buffer_info planes = uint8_buffer(out, 4, true, "out");
+  const auto n = static_cast<std::size_t>(planes.shape[0]);
+  const py::ssize_t channels = planes.shape[1], height = planes.shape[2], width = planes.shape[3];
+  if (images.size() != n) {
+    throw ArgumentError("stack_planar: " + std::to_string(images.size()) + " images for " + std::to_string(n) +
+                        " places");
+  }
+  std::vector<py::buffer_info> pixels;
+  pixels.reserve(n);
+  for (const auto& image : images) {
+    pixels.push_back(uint8_buffer(image, 3, false, "each image"));
+    const auto& shape = pixels.back().shape;
+    if (shape[0] != height || shape[1] != width || shape[2] != channels) {
+      throw ArgumentError("stack_planar: an image of " + std::to_string(shape[0]) + "x" + std::to_string(shape[1]) +
+                          "x" + std::to_string(shape[2]) + " for places of " + std::to_string(height) + "x" +
+                          std::to_string(width) + "x" + std::to_string(channels));
+    }
+  }
+  const auto count = static_cast<std::size_t>(height * width);
+  auto* to = static_cast<std::uint8_t*>(planes.ptr);
+  py::gil_scoped_release unlocked;
+  for (std::size_t i = 0; i < n; ++i) {
+    imaging::interleaved_to_planar(static_cast<const std::uint8_t*>(pixels[i].ptr), count, static_cast<int>(channels),
+                                   to + i * count * channels);
+  }
+}
+
 std::optional<imaging::Resample> resample_named(const std::string& name) {
   auto r = imaging::parse_resample(name);
   if (!r) throw ArgumentError("interpolation must be 'bilinear', 'bicubic' or 'fast', not '" + name + "'");
@@ -175,6 +220,9 @@ void bind_imaging(py::module_& m) {
       .def("resize", &ImageTransform::resize, py::arg("data"))
       .def("decode", &ImageTransform::decode, py::arg("data"));
 
+  m.def("pooled_idle_bytes", &pooled_idle_bytes, "bytes of freed output arrays kept for the next ones");
+  m.def("stack_planar", &stack_planar, py::arg("images"), py::arg("out"),
+        "uint8 (H, W, C) images into out, a uint8 (N, C, H, W) array, with the GIL released");
   m.def(
       "image_size",
       [](const py::buffer& data) {

@@ -1,27 +1,36 @@
 #!/usr/bin/python3
 """tensorcom.imaging in a PyTorch DataLoader: images/s per worker against
 torchvision's PIL transforms on the same JPEGs, measured in one run:
-  (1) torchvision, 1 worker: Image.open(BytesIO(b)).convert("RGB"), then
-      RandomResizedCrop(224) + RandomHorizontalFlip + PILToTensor;
-  (2) tensorcom.imaging, 1 worker: Compose([RandomResizedCrop(224),
-      RandomHorizontalFlip(), PILToTensor()]) on the bytes;
+  (1) torchvision, 1 worker, as usually run: Image.open(BytesIO(b)).convert("RGB"),
+      then RandomResizedCrop(224) + RandomHorizontalFlip + PILToTensor,
+      batches by the DataLoader's default collate;
+  (2) tensorcom, 1 worker: Compose([RandomResizedCrop(224),
+      RandomHorizontalFlip(), PILToTensor()]) on the bytes, batches by
+      tensorcom.collate.SharedRingCollate (shared memory reused from batch
+      to batch, where the default collate faults in fresh pages for each);
   (3), (4) the same with 2 workers (--workers to change the counts: the
       figures are numbered on, two for each count);
-  (0) the DataLoader alone: the same, with a transform that returns a
-      ready CHW tensor: its own cost per image (collating into shared
-      memory, passing the batch to the main process), which both
-      transforms pay on top of their work (where the main process has a
-      core of its own; else the most the DataLoader passes on these cores).
+  (2t), (4t) tensorcom's transforms with the default collate, and (1s),
+      (3s) torchvision's with SharedRingCollate: what each half of the
+      swap gives alone;
+  (0) the DataLoader alone, default collate, and (0s) with
+      SharedRingCollate: the same, with a transform that returns a ready
+      CHW tensor: its own cost per image (collating into shared memory,
+      passing the batch to the main process), which every transform pays
+      on top of its work (where the main process has a core of its own;
+      else the most the DataLoader passes on these cores).
 With --val, Resize(256) + CenterCrop(224) instead of the crop and flip.
 The dataset yields (bytes, label) pairs of the shards' samples (JPEG and
 .cls), read into memory first so that neither the disk nor tar parsing
 counts, --images of them (the shards' samples over again if they hold
-fewer), in batches of --batch-size collated by the DataLoader's default
-collate in the workers. Worker k is pinned to core k, the main process
-(which only receives the batches) to the next core where there is one.
-Each DataLoader's workers are started and have made a batch before its
-timed pass. Images/s per worker = images/s / workers; the goal:
-tensorcom.imaging >= 3x torchvision's images/s per worker.
+fewer), in batches of --batch-size collated in the workers. Worker k is
+pinned to core k, the main process (which reads one byte of each page of
+each batch, as a copy to the GPU would read them all) to the next core
+where there is one. Each DataLoader's workers are started and have made six
+batches each before its timed pass (so that a shared collate's ring is
+grown: a long run's steady state). Images/s per worker = images/s / workers; the
+goal: (2) >= 3x (1), tensorcom's DataLoader against torchvision's as
+usually run.
 
 Then, on one core in this process, what the Python call costs:
   (a) torchvision's transform (as in (1)) on each image in a loop;
@@ -33,9 +42,9 @@ Then, on one core in this process, what the Python call costs:
   (e) the call of (c) with RandomResizedCrop(1), on an 8x8 JPEG: the same
       Python path with next to no C++ work, the call's fixed cost.
 (a) / (b) is the transforms' ratio alone; through the DataLoader,
-((a) + (0)) / ((b) + (0)) is what to expect. Where fresh shared-memory
-pages are slow to fault in (some virtual machines), (0) is large and pulls
-the ratio down.
+((a) + (0)) / ((b) + (0s)) is what to expect of (2) / (1). Where fresh
+shared-memory pages are slow to fault in (some virtual machines), (0) is
+large, and (0s) much smaller.
 (c) - (d) is the per-image overhead of the Python call (argument checks,
 drawing the sample's seed, the output array, releasing the GIL), in
 microseconds and as a share of (c): a difference of two larger figures, so
@@ -66,7 +75,7 @@ import time
 
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, default_collate
 from torchvision import transforms as T
 
 
@@ -85,11 +94,13 @@ try:
 except ImportError:  # not installed: the one in the build folder
     sys.path.insert(0, os.path.join(_build_dir(), "bindings"))
     from tensorcom import imaging
+from tensorcom.collate import SharedRingCollate  # noqa: E402
 
 from augment_throughput import shard_paths  # noqa: E402  (beside this script)
 
 TARGET = 3.0  # tensorcom.imaging's images/s per worker over torchvision's
 CHUNK = 50  # images per timed chunk in (a)..(d), as augment-alone
+WARM_BATCHES = 6  # a worker's batches before a DataLoader's timed pass: prefetched, held and a spare
 
 
 def load_samples(paths):
@@ -168,7 +179,13 @@ class PinWorker:
             os.sched_setaffinity(0, {self.cores[worker]})
 
 
-def loader_rate(dataset, workers, batch_size, cores):
+def touch_pages(images):
+    """A byte of each page of a batch read, as a copy to the GPU reads them."""
+    flat = images.view(-1)
+    return int(flat[::4096].sum()) if flat.dtype == torch.uint8 else 0
+
+
+def loader_rate(dataset, workers, batch_size, cores, collate):
     """images/s through a DataLoader with workers processes, after a warm-up."""
     pin = len(cores) >= workers
     everything = os.sched_getaffinity(0)
@@ -176,13 +193,16 @@ def loader_rate(dataset, workers, batch_size, cores):
         os.sched_setaffinity(0, {cores[workers]})  # the main process off the workers' cores
     try:
         loader = DataLoader(dataset, batch_size=batch_size, num_workers=workers, persistent_workers=True,
-                            worker_init_fn=PinWorker(cores[:workers] if pin else None))
+                            worker_init_fn=PinWorker(cores[:workers] if pin else None), collate_fn=collate)
         warm = iter(loader)
-        for _ in range(min(workers, len(loader))):
-            next(warm)  # every worker started and through its first batch
+        for _ in range(min(WARM_BATCHES * workers, len(loader))):
+            next(warm)  # every worker started, and its shared-memory ring (if any) grown to what it needs
         timed = iter(loader)  # waits for the warm-up's batches in flight, then hands out this pass's
         start = time.perf_counter()
-        images = sum(len(labels) for _, labels in timed)
+        images = 0
+        for batch, labels in timed:
+            touch_pages(batch)
+            images += len(labels)
         seconds = time.perf_counter() - start
         del warm, timed, loader
         gc.collect()
@@ -264,12 +284,19 @@ def main():
     kind = "validation (Resize(256) + CenterCrop(224))" if args.val else "training (RandomResizedCrop(224) + flip)"
     transforms = {"torchvision": TorchvisionTransform(args.val), "tensorcom": tensorcom_transform(args.val),
                   "DataLoader": Ready()}
+    collates = {"default": default_collate, "shared": SharedRingCollate()}
+    # (name, transform, collate): the goal's two first, then each half of the swap alone.
+    runs = [("torchvision", "torchvision", "default"), ("tensorcom", "tensorcom", "shared"),
+            ("tensorcom, default collate", "tensorcom", "default"),
+            ("torchvision, shared collate", "torchvision", "shared"),
+            ("DataLoader", "DataLoader", "default"), ("DataLoader, shared collate", "DataLoader", "shared")]
 
     rates = {}
     for _ in range(args.repeat):
         for workers in counts:
-            for name, transform in transforms.items():
-                rate = loader_rate(Samples(samples, args.images, transform), workers, args.batch_size, cores)
+            for name, transform, collate in runs:
+                dataset = Samples(samples, args.images, transforms[transform])
+                rate = loader_rate(dataset, workers, args.batch_size, cores, collates[collate])
                 rates[name, workers] = max(rates.get((name, workers), 0.0), rate)
 
     core = cores[0]
@@ -291,16 +318,25 @@ def main():
         print(f"(fewer cores than workers: {max(counts)} workers ran unpinned)")
     labels = {}
     for i, workers in enumerate(counts):
-        for j, name in enumerate(transforms):
-            figure = labels[name, workers] = f"({2 * i + j + 1})" if name != "DataLoader" else "(0)"
+        numbers = {"torchvision": f"({2 * i + 1})", "tensorcom": f"({2 * i + 2})",
+                   "tensorcom, default collate": f"({2 * i + 2}t)", "torchvision, shared collate": f"({2 * i + 1}s)",
+                   "DataLoader": "(0)", "DataLoader, shared collate": "(0s)"}
+        for name, _, _ in runs:
+            figure = labels[name, workers] = numbers[name]
             rate = rates[name, workers]
-            print(f"{figure} {name:11s} {workers} worker{'s' if workers > 1 else ' '} {rate:8.1f} images/s "
+            print(f"{figure:5s} {name:28s} {workers} worker{'s' if workers > 1 else ' '} {rate:8.1f} images/s "
                   f"{rate / workers:8.1f} per worker = {workers * 1e6 / rate:7.1f} us/image")
     for workers in counts:
-        ratio = rates["tensorcom", workers] / rates["torchvision", workers]
-        print(f"{labels['tensorcom', workers]} / {labels['torchvision', workers]}: {ratio:.2f} tensorcom/torchvision "
-              f"images/s per worker, {workers} worker{'s' if workers > 1 else ''} "
-              f"(goal >= {TARGET:g}x: {'met' if ratio >= TARGET else 'missed'})")
+        def ratio(a, b):
+            return rates[a, workers] / rates[b, workers]
+
+        goal = ratio("tensorcom", "torchvision")
+        plural = "s" if workers > 1 else ""
+        print(f"{labels['tensorcom', workers]} / {labels['torchvision', workers]}: {goal:.2f} tensorcom/torchvision "
+              f"images/s per worker, {workers} worker{plural} (goal >= {TARGET:g}x: "
+              f"{'met' if goal >= TARGET else 'missed'}); the transforms alone, both with the shared collate "
+              f"{ratio('tensorcom', 'torchvision, shared collate'):.2f}x, both with the default "
+              f"{ratio('tensorcom, default collate', 'torchvision'):.2f}x")
     if 1 in counts:
         for workers in (w for w in counts if w > 1):
             speedup = {name: rates[name, workers] / rates[name, 1] for name in ("torchvision", "tensorcom")}
@@ -320,12 +356,14 @@ def main():
     for workers in counts:
         plural = "s" if workers > 1 else ""
         if len(cores) <= workers:  # the main process shared the workers' cores: (0) is no cost per worker
-            print(f"(0) at {workers} worker{plural}: {rates['DataLoader', workers]:.0f} images/s, the DataLoader's "
-                  f"ceiling on {len(cores)} cores")
+            print(f"(0), (0s) at {workers} worker{plural}: {rates['DataLoader', workers]:.0f} and "
+                  f"{rates['DataLoader, shared collate', workers]:.0f} images/s, the DataLoader's ceiling on "
+                  f"{len(cores)} cores")
             continue
-        alone = workers * 1e6 / rates["DataLoader", workers]
-        print(f"(0) at {workers} worker{plural}: {alone:.1f} us/image of DataLoader per worker: "
-              f"((a) + (0)) / ((b) + (0)) = {(us['(a)'] + alone) / (us['(b)'] + alone):.2f} to expect of "
+        alone = {name: workers * 1e6 / rates[name, workers] for name in ("DataLoader", "DataLoader, shared collate")}
+        default, shared = alone["DataLoader"], alone["DataLoader, shared collate"]
+        print(f"(0) at {workers} worker{plural}: {default:.1f} us/image of DataLoader per worker, (0s) {shared:.1f}: "
+              f"((a) + (0)) / ((b) + (0s)) = {(us['(a)'] + default) / (us['(b)'] + shared):.2f} to expect of "
               f"{labels['tensorcom', workers]} / {labels['torchvision', workers]}")
     print(json.dumps({"images_per_s": {f"{name}/{workers}": rate for (name, workers), rate in rates.items()},
                       "us_per_image": us}))

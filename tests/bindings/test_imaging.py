@@ -270,3 +270,39 @@ def test_threads_share_one_transform(jpeg):
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda box: t.crop(jpeg, *box), boxes))
     assert all(np.array_equal(a, b) for a, b in zip(want, got))
+
+
+def test_outputs_reuse_the_memory_of_freed_ones(jpeg):
+    # A DataLoader worker holds a batch of outputs, then frees them all: the
+    # next batch's outputs take their blocks instead of fresh pages.
+    from tensorcom import _tensorcom
+
+    t = imaging.RandomResizedCrop(64)
+    outputs = [t(jpeg) for _ in range(10)]
+    held = _tensorcom.pooled_idle_bytes()  # earlier tests' blocks, less those taken
+    assert all(o.flags.writeable and o.flags.c_contiguous and o.strides == (192, 3, 1) for o in outputs)
+    addresses = {o.ctypes.data for o in outputs}
+    want = [o.copy() for o in outputs]
+    del outputs
+    assert _tensorcom.pooled_idle_bytes() == held + 10 * 64 * 64 * 3
+    again = [t(jpeg) for _ in range(10)]
+    assert {o.ctypes.data for o in again} == addresses
+    assert _tensorcom.pooled_idle_bytes() == held
+    again[0][:] = 7  # one output's memory is its own
+    assert all(not np.array_equal(o, again[0]) for o in again[1:])
+    assert all(w.shape == (64, 64, 3) and not (w == 7).all() for w in want)
+
+
+def test_idle_outputs_are_bounded():
+    # 1,000 outputs of 150 KB freed at once: the pool keeps at most 128 MiB.
+    from tensorcom import _tensorcom
+
+    big = encode(textured(3, 240, 240), quality=80)
+    t = imaging.Resize(224)
+    outputs = [t(big) for _ in range(1000)]
+    del outputs
+    assert 100 << 20 <= _tensorcom.pooled_idle_bytes() <= 128 << 20
+    odd = imaging.Resize(100)(big)  # a block of another size still comes and goes
+    assert odd.shape == (100, 100, 3)
+    del odd
+    assert _tensorcom.pooled_idle_bytes() <= 128 << 20
