@@ -16,7 +16,8 @@ tensorcom.rank_urls picks a data-parallel rank's servers;
 Connection.state_dict()/load_state_dict() and tensorcom.merge_state_dicts
 save and resume an epoch part-way (tensorcom.resume);
 tensorcom.imaging has torchvision's transforms on encoded images, for any
-DataLoader.
+DataLoader, and tensorcom.collate (needs torch) a collate_fn that hands
+batches to the main process in reused shared memory.
 """
 
 from ._tensorcom import (  # noqa: F401

@@ -27,7 +27,12 @@ with the default collate, never a corrupted batch. Mapped memory is at most
 max_slots batches a worker, in each of the two processes; a worker's slots
 are freed when both it and the tensors over them are gone.
 
-Without workers (num_workers=0) the collate is default_collate's.
+The main process maps a worker's slots until the worker has exited and
+the next batch from any worker arrives: a finished DataLoader's slots are
+let go when the next one's first batch comes.
+
+Without workers (num_workers=0), and where there is no memfd_create (it is
+Linux's), the collate is default_collate's.
 """
 import mmap
 import multiprocessing.util
@@ -68,7 +73,7 @@ class SharedRingCollate:
         self.max_slots, self.min_bytes = max_slots, min_bytes
 
     def __call__(self, batch):
-        if get_worker_info() is None:
+        if get_worker_info() is None or not hasattr(os, "memfd_create"):  # memfd: Linux
             return default_collate(batch)
         return self._collate(batch, _worker_ring(self.max_slots))
 

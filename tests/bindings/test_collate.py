@@ -190,3 +190,16 @@ def test_stack_planar_refuses_what_it_cannot_fill(images, out, message):
     with pytest.raises(Exception, match=message):
         _tensorcom.stack_planar(images, out)
 
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="pin_memory needs CUDA")
+def test_pinned_batches_are_copies_and_free_their_slots():
+    loader = DataLoader(Images(512), batch_size=32, num_workers=2, pin_memory=True,
+                        collate_fn=SharedRingCollate(max_slots=3))
+    kept = []
+    for batch, labels in loader:
+        assert batch.is_pinned()
+        kept.append((batch, labels))  # the pinned copies: the slots under them are free again
+    for batch, labels in kept:
+        check_images(batch, labels)
+    assert len(kept) == 16
