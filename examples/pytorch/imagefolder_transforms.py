@@ -2,20 +2,22 @@
 """An ImageFolder DataLoader with tensorcom.imaging's transforms in place of
 torchvision's PIL ones: the data-loading half of a training loop.
 
-Three lines change from the usual torchvision code: the transforms come
-from tensorcom.imaging, ImageFolder's loader hands them the file's bytes
-(imaging.read_bytes) instead of a PIL image, and the DataLoader's
-collate_fn is tensorcom.collate.SharedRingCollate(), which hands batches to
-the main process in shared memory reused from batch to batch (the default
-faults in fresh pages for each; a cost as large as decoding where page
-faults are dear). The rest of the DataLoader stays as it was.
+Only two lines change from the usual torchvision code: the transforms come
+from tensorcom.imaging, and ImageFolder's loader hands them the file's bytes
+(imaging.read_bytes) instead of a PIL image; the DataLoader stays as it was.
+--shared-collate adds a third: the DataLoader's collate_fn becomes
+tensorcom.collate.SharedRingCollate(), which hands batches to the main
+process in shared memory reused from batch to batch (the default collate
+faults in fresh pages for each: a cost as large as decoding where page
+faults are dear).
 The transforms end in PILToTensor, so batches are uint8 (N, 3, 224, 224):
 a quarter of the bytes of ToTensor's floats through the workers' queues and
 to the GPU. They are converted to float and normalised after collation, on
 the GPU when there is one (else on the CPU), as train.py does.
 
     PYTHONPATH=build/bindings examples/pytorch/imagefolder_transforms.py DIR \\
-        [--val] [--workers 4] [--batch-size 256] [--epochs 1] [--limit 50] [--torchvision] [--model]
+        [--val] [--workers 4] [--batch-size 256] [--epochs 1] [--limit 50] [--shared-collate] [--torchvision] \\
+        [--model]
 
 DIR is an ImageFolder tree (DIR/CLASS/IMAGE.jpg). --val uses the validation
 transforms (Resize(256) + CenterCrop(224)) instead of the training ones
@@ -73,9 +75,9 @@ def make_dataset(root, val, use_torchvision):
     return torchvision.datasets.ImageFolder(root, transform=tensorcom_transforms(val), loader=imaging.read_bytes)
 
 
-def collate_fn(use_torchvision):
-    """The original's default collate, or tensorcom's shared-memory ring."""
-    if use_torchvision:
+def collate_fn(shared):
+    """The DataLoader's default collate, or tensorcom's shared-memory ring."""
+    if not shared:
         return None
     from tensorcom.collate import SharedRingCollate
 
@@ -98,6 +100,8 @@ def parse_args():
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--limit", type=int, default=0, help="batches per epoch (0: all)")
+    p.add_argument("--shared-collate", action="store_true",
+                   help="collate_fn=tensorcom.collate.SharedRingCollate(): batches through reused shared memory")
     p.add_argument("--torchvision", action="store_true", help="torchvision's PIL transforms, to compare")
     p.add_argument("--model", action="store_true", help="a training step of a tiny network on each batch")
     return p.parse_args()
@@ -110,14 +114,15 @@ def main():
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=not args.val,
                                          num_workers=args.workers, pin_memory=device.type == "cuda",
                                          drop_last=not args.val, persistent_workers=args.workers > 0,
-                                         collate_fn=collate_fn(args.torchvision))
+                                         collate_fn=collate_fn(args.shared_collate))
     normalize = Normalize(device)
     model = tiny_model(len(dataset.classes), device) if args.model else None
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01) if model is not None else None
     which = "torchvision (PIL)" if args.torchvision else "tensorcom.imaging"
     print(f"{len(dataset)} images in {len(dataset.classes)} classes; {which} "
           f"{'validation' if args.val else 'training'} transforms, {args.workers} workers, "
-          f"batches of {args.batch_size}, normalised on {device}")
+          f"batches of {args.batch_size} ({'SharedRingCollate' if args.shared_collate else 'default collate'}), "
+          f"normalised on {device}")
 
     def train_step(inputs, labels):
         loss = torch.nn.functional.cross_entropy(model(inputs), labels)

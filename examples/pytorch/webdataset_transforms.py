@@ -24,10 +24,10 @@ the bytes, and decodes only the pixels its output needs):
     dataset = (wds.WebDataset(urls, shardshuffle=True).shuffle(1000)
                .to_tuple("jpg", "cls").map_tuple(tensorcom_transform, int))
 
-With tensorcom's transforms, the DataLoader's collate_fn is
-tensorcom.collate.SharedRingCollate(): batches reach the main process in
-shared memory reused from batch to batch, where the default collate faults
-in fresh pages for each.
+The DataLoader is the one a torchvision pipeline has. --shared-collate
+sets its collate_fn to tensorcom.collate.SharedRingCollate(): batches reach
+the main process in shared memory reused from batch to batch, where the
+default collate faults in fresh pages for each.
 
 Batches are uint8 (N, 3, 224, 224) (the transforms end in PILToTensor),
 converted to float and normalised after collation, on the GPU when there is
@@ -36,7 +36,8 @@ first batch on (the workers' start-up is reported apart), and the share of
 that time the loop waited for the DataLoader.
 
     PYTHONPATH=build/bindings examples/pytorch/webdataset_transforms.py 'DIR/shard-{000000..000003}.tar' \\
-        [--val] [--workers 4] [--batch-size 256] [--epochs 1] [--limit 50] [--shuffle 1000] [--torchvision]
+        [--val] [--workers 4] [--batch-size 256] [--epochs 1] [--limit 50] [--shuffle 1000] [--shared-collate] \\
+        [--torchvision]
 
 Shards are paths, each brace-expanded here without a shell ({000000..000003}
 ranges keep their zero padding, {a,b} lists; not nested). --val uses the
@@ -213,6 +214,8 @@ def parse_args():
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--limit", type=int, default=0, help="batches per epoch (0: all)")
     p.add_argument("--shuffle", type=int, default=0, help="shuffle buffer per worker, in samples (0: none)")
+    p.add_argument("--shared-collate", action="store_true",
+                   help="collate_fn=tensorcom.collate.SharedRingCollate(): batches through reused shared memory")
     p.add_argument("--torchvision", action="store_true", help="PIL and torchvision's transforms, to compare")
     return p.parse_args()
 
@@ -228,7 +231,7 @@ def main():
     transform = TorchvisionTransform(args.val) if args.torchvision else tensorcom_transform(args.val)
     dataset = ShardDataset(shards, transform, shuffle=0 if args.val else args.shuffle)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    collate = None if args.torchvision else shared_ring_collate()
+    collate = shared_ring_collate() if args.shared_collate else None
     loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers,
                         pin_memory=device.type == "cuda", collate_fn=collate)
     normalize = Normalize(device)

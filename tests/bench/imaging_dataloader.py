@@ -332,11 +332,11 @@ def main():
 
         goal = ratio("tensorcom", "torchvision")
         plural = "s" if workers > 1 else ""
-        print(f"{labels['tensorcom', workers]} / {labels['torchvision', workers]}: {goal:.2f} tensorcom/torchvision "
-              f"images/s per worker, {workers} worker{plural} (goal >= {TARGET:g}x: "
-              f"{'met' if goal >= TARGET else 'missed'}); the transforms alone, both with the shared collate "
-              f"{ratio('tensorcom', 'torchvision, shared collate'):.2f}x, both with the default "
-              f"{ratio('tensorcom, default collate', 'torchvision'):.2f}x")
+        print(f"{labels['tensorcom', workers]} / {labels['torchvision', workers]}: {goal:.2f} tensorcom (transforms + "
+              f"SharedRingCollate) / torchvision (default collate), images/s per worker, {workers} worker{plural} "
+              f"(goal >= {TARGET:g}x: {'met' if goal >= TARGET else 'missed'}); the transforms alone, both with "
+              f"SharedRingCollate {ratio('tensorcom', 'torchvision, shared collate'):.2f}x, both with the default "
+              f"collate {ratio('tensorcom, default collate', 'torchvision'):.2f}x")
     if 1 in counts:
         for workers in (w for w in counts if w > 1):
             speedup = {name: rates[name, workers] / rates[name, 1] for name in ("torchvision", "tensorcom")}

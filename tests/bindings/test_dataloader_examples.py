@@ -1,6 +1,7 @@
 """The two DataLoader examples (examples/pytorch/imagefolder_transforms.py
 and webdataset_transforms.py) run as a user runs them: two workers,
-tensorcom's transforms and SharedRingCollate, and torchvision's originals,
+tensorcom's transforms with the DataLoader unchanged and with
+SharedRingCollate, and torchvision's originals,
 on a small ImageFolder tree and tar shards of JPEGs made here. Skipped
 without torch, torchvision or PIL."""
 
@@ -40,19 +41,21 @@ def run_example(name, *args):
     return int(match.group(1)), int(match.group(2))
 
 
-@pytest.mark.parametrize("original", [False, True])
-def test_imagefolder_example(tmp_path, original):
+FLAGS = [[], ["--shared-collate"], ["--torchvision"]]
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+def test_imagefolder_example(tmp_path, flags):
     for k in range(16):
         folder = tmp_path / f"class{k % 2}"
         folder.mkdir(exist_ok=True)
         (folder / f"{k}.jpg").write_bytes(jpeg(k))
-    flags = ["--torchvision"] if original else []
     assert run_example("imagefolder_transforms.py", str(tmp_path), "--workers", "2", "--batch-size", "4",
                        *flags) == (4, 4)
 
 
-@pytest.mark.parametrize("original", [False, True])
-def test_webdataset_example(tmp_path, original):
+@pytest.mark.parametrize("flags", FLAGS)
+def test_webdataset_example(tmp_path, flags):
     for shard in range(2):
         with tarfile.open(tmp_path / f"shard-{shard:06d}.tar", "w") as tar:
             for k in range(6):
@@ -60,7 +63,6 @@ def test_webdataset_example(tmp_path, original):
                     member = tarfile.TarInfo(f"{k:04d}.{extension}")
                     member.size = len(data)
                     tar.addfile(member, io.BytesIO(data))
-    flags = ["--torchvision"] if original else []
     shards = str(tmp_path / "shard-{000000..000001}.tar")
     # 12 samples in batches of 5 from each worker's shard: 5 and 1 from each.
     batches, last = run_example("webdataset_transforms.py", shards, "--workers", "2", "--batch-size", "5", *flags)
