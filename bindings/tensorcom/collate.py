@@ -86,7 +86,11 @@ class SharedRingCollate:
             stacked = self._stack_in_ring(batch, ring)
             return stacked if stacked is not None else default_collate(batch)
         if isinstance(elem, Mapping):
-            return {key: self._collate([sample[key] for sample in batch], ring) for key in elem}
+            fields = {key: self._collate([sample[key] for sample in batch], ring) for key in elem}
+            try:
+                return type(elem)(fields)  # an OrderedDict stays one, as default_collate keeps it
+            except TypeError:
+                return fields
         if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # a namedtuple stays one
             return type(elem)(*(self._collate(list(field), ring) for field in zip(*batch)))
         if isinstance(elem, Sequence) and not isinstance(elem, (str, bytes)):
@@ -194,9 +198,15 @@ class _WorkerRing:
                 slot = min(fitting, key=lambda s: s.capacity)
             elif free:  # a free slot too small for this batch: replaced by a larger one
                 old = max(free, key=lambda s: s.capacity)
-                slot = self.slots[old.index] = _Slot(old.index, nbytes, old.generation + 1)
+                try:
+                    slot = self.slots[old.index] = _Slot(old.index, nbytes, old.generation + 1)
+                except OSError:
+                    return None
             elif len(self.slots) < self.max_slots:
-                slot = _Slot(len(self.slots), nbytes, 0)
+                try:
+                    slot = _Slot(len(self.slots), nbytes, 0)
+                except OSError:  # out of memory or descriptors: this batch goes as torch sends it
+                    return None
                 self.slots.append(slot)
             else:
                 return None

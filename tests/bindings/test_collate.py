@@ -6,7 +6,7 @@ _tensorcom.stack_planar, which lays out HWC images as CHW planes.
 Skipped without torch."""
 
 import gc
-from collections import namedtuple
+from collections import OrderedDict, namedtuple
 
 import numpy as np
 import pytest
@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader, Dataset, default_collate  # noqa: E402
 
 from tensorcom import _tensorcom  # noqa: E402
+from tensorcom import collate  # noqa: E402
 from tensorcom.collate import SharedRingCollate  # noqa: E402
 
 Pair = namedtuple("Pair", "left right")
@@ -34,7 +35,7 @@ class Samples(Dataset):
         return 70
 
     def __getitem__(self, i):
-        return (image(i), i, {"depth": torch.full((30, 30), float(i)), "name": f"s{i}"},
+        return (image(i), i, OrderedDict(depth=torch.full((30, 30), float(i)), name=f"s{i}"),
                 Pair(np.full((64, 64), i, np.int16), torch.tensor([i, -i])))
 
 
@@ -162,6 +163,21 @@ def test_memory_of_finished_workers_is_freed():
     # One epoch's workers' mappings are dropped when the next epoch's arrive.
     assert max(counts) <= 2 * 2 * (8 + 1), counts
     assert counts[-1] <= counts[1], counts
+
+
+def test_a_slot_that_cannot_be_made_sends_the_batch_as_torch_does(monkeypatch):
+    ring = collate._WorkerRing(2)
+    first = ring.acquire(1000)
+    assert first is not None and first.capacity == 1000
+
+    def no_memory(*args):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(collate.os, "memfd_create", no_memory)
+    assert ring.acquire(1000) is None  # a new slot: refused, not raised
+    ring.release(first.index)
+    assert ring.acquire(5000) is None  # a larger one in place of the free slot: the same
+    assert ring.acquire(1000) is first
 
 
 def test_bad_arguments_are_refused():
