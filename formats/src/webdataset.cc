@@ -24,7 +24,9 @@ std::optional<MemberName> split_member_name(std::string_view path) {
   const std::size_t slash = path.rfind('/');
   const std::size_t base = slash == std::string_view::npos ? 0 : slash + 1;
   const std::size_t dot = path.find('.', base);
-  if (dot == std::string_view::npos || dot == base) return std::nullopt;
+  // Nothing after the dot: webdataset would file the member under an empty
+  // extension, which no field of a sample can name.
+  if (dot == std::string_view::npos || dot == base || dot + 1 == path.size()) return std::nullopt;
   return MemberName{std::string(path.substr(0, dot)), lowercase(std::string(path.substr(dot + 1)))};
 }
 

@@ -106,6 +106,8 @@ TEST_CASE("member names split as webdataset splits them") {
   CHECK(split(".hidden") == std::pair<std::string, std::string>{"-", "-"});
   CHECK(split("d/.hidden.jpg") == std::pair<std::string, std::string>{"-", "-"});
   CHECK(split("a.b/") == std::pair<std::string, std::string>{"-", "-"});
+  CHECK(split("d/n.") == std::pair<std::string, std::string>{"-", "-"});  // an empty extension: found by fuzz_shard
+  CHECK(split("d/n.x.") == std::pair<std::string, std::string>{"d/n", "x."});
 }
 
 TEST_CASE("image extensions are torchvision's, in any case") {

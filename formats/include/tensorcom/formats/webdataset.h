@@ -17,8 +17,9 @@ struct MemberName {
   std::string extension;
 };
 
-// Returns nothing for a path webdataset passes over: a base name without a
-// dot, or starting with one.
+// Returns nothing for a path webdataset passes over (a base name without a
+// dot, or starting with one) and for a base name whose first dot ends it
+// ("n." or "d/n."): an empty extension names no field of a sample.
 [[nodiscard]] std::optional<MemberName> split_member_name(std::string_view path);
 
 // Returns key with every '.' after its last '/' replaced by '_', so that a
