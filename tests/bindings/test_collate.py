@@ -6,6 +6,7 @@ _tensorcom.stack_planar, which lays out HWC images as CHW planes.
 Skipped without torch."""
 
 import gc
+import os
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -178,6 +179,14 @@ def test_a_slot_that_cannot_be_made_sends_the_batch_as_torch_does(monkeypatch):
     ring.release(first.index)
     assert ring.acquire(5000) is None  # a larger one in place of the free slot: the same
     assert ring.acquire(1000) is first
+
+
+def test_a_batch_from_a_ring_never_sent_is_refused_by_name():
+    # What the main process gets when a message skipped the one that carried
+    # the ring's descriptors (a message pickled twice or out of order).
+    ring_id = (os.getpid(), "feedfacefeedface")
+    with pytest.raises(RuntimeError, match=f"worker {os.getpid()}'s ring, which this process has not been sent"):
+        collate._rebuild_in_main(ring_id, 0, 0, torch.uint8, (1, 4), 4, None, None)
 
 
 def test_bad_arguments_are_refused():
