@@ -53,7 +53,7 @@ class EncodedBytes {
 // buffer protocol, not NumPy's structures: they differ between NumPy 1 and 2).
 py::buffer_info uint8_buffer(const py::buffer& buffer, py::ssize_t ndim, bool writable, const char* what) {
   py::buffer_info info = buffer.request(writable);
-  if (info.itemsize != 1 || (info.format != "B" && info.format != "b") || info.ndim != ndim || !is_c_contiguous(info)) {
+  if (info.itemsize != 1 || info.format != "B" || info.ndim != ndim || !is_c_contiguous(info)) {
     throw ArgumentError(std::string("stack_planar: ") + what + " must be a C-contiguous uint8 array of " +
                         std::to_string(ndim) + " dimensions");
   }

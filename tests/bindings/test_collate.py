@@ -207,6 +207,7 @@ def test_stack_planar_lays_out_hwc_images_as_chw():
     ([np.zeros((7, 9, 3), np.uint8)], np.zeros((2, 3, 7, 9), np.uint8), "1 images for 2 places"),
     ([np.zeros((7, 8, 3), np.uint8)], np.zeros((1, 3, 7, 9), np.uint8), "7x8x3 for places of 7x9x3"),
     ([np.zeros((7, 9, 3), np.float32)], np.zeros((1, 3, 7, 9), np.uint8), "uint8"),
+    ([np.zeros((7, 9, 3), np.int8)], np.zeros((1, 3, 7, 9), np.uint8), "uint8"),
     ([np.zeros((9, 7, 3), np.uint8).transpose(1, 0, 2)], np.zeros((1, 3, 7, 9), np.uint8), "C-contiguous"),
     ([np.zeros((7, 9, 3), np.uint8)], np.zeros((1, 3, 7, 9), np.uint8)[:, :, :, ::-1], "C-contiguous"),
     ([np.zeros((7, 9, 3), np.uint8)], np.frombuffer(bytes(189), np.uint8).reshape(1, 3, 7, 9), "read-only|writable"),
