@@ -121,7 +121,7 @@ class SharedRingCollate:
             ring.release(slot.index)
             raise
         batch = out.as_subclass(_RingTensor)
-        batch._tensorcom_slot = (ring, slot, first.dtype, shape, nbytes)
+        batch._tensorcom_slot = (ring, slot)
         batch._tensorcom_sent = []  # [True] once pickled for the main process
         ring.watch(batch, slot)
         return batch
@@ -250,10 +250,12 @@ def _reduce_ring_tensor(tensor):
     if info is None:  # not one of ours: as torch sends any tensor
         from torch.multiprocessing.reductions import reduce_tensor
         return reduce_tensor(tensor.as_subclass(torch.Tensor))
-    ring, slot, dtype, shape, nbytes = info
+    ring, slot = info
     tensor._tensorcom_sent.append(True)
     control_fd, slot_fd = ring.address(slot)
-    return _rebuild_in_main, (ring.id, slot.index, slot.generation, dtype, shape, nbytes, control_fd, slot_fd)
+    nbytes = tensor.numel() * tensor.element_size()
+    return _rebuild_in_main, (ring.id, slot.index, slot.generation, tensor.dtype, tuple(tensor.shape), nbytes,
+                              control_fd, slot_fd)
 
 
 ForkingPickler.register(_RingTensor, _reduce_ring_tensor)

@@ -37,7 +37,7 @@ import torch
 import torchvision
 from torchvision import transforms as T
 
-from loader_loop import Normalize, run_epoch
+from loader_loop import Normalize, collate_fn, run_epoch
 
 
 def tensorcom_transforms(val):
@@ -73,15 +73,6 @@ def make_dataset(root, val, use_torchvision):
     # also lists .tif files, which tensorcom.imaging does not read (ImageError):
     # pass is_valid_file to leave them out if a tree has any.
     return torchvision.datasets.ImageFolder(root, transform=tensorcom_transforms(val), loader=imaging.read_bytes)
-
-
-def collate_fn(shared):
-    """The DataLoader's default collate, or tensorcom's shared-memory ring."""
-    if not shared:
-        return None
-    from tensorcom.collate import SharedRingCollate
-
-    return SharedRingCollate()
 
 
 def tiny_model(classes, device):

@@ -1,6 +1,6 @@
 """What the two DataLoader examples (imagefolder_transforms.py,
-webdataset_transforms.py) share: uint8 batches normalised after collation,
-and an epoch loop that times the loader (the workers' start-up apart, and
+webdataset_transforms.py) share: their collate_fn, uint8 batches normalised
+after collation, and an epoch loop that times the loader (the workers' start-up apart, and
 the share of the time the loop waited for data)."""
 import time
 
@@ -8,6 +8,16 @@ import torch
 
 MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
 STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
+
+
+def collate_fn(shared):
+    """The DataLoader's default collate (None), or with --shared-collate
+    tensorcom's: batches through shared memory each worker reuses."""
+    if not shared:
+        return None
+    from tensorcom.collate import SharedRingCollate
+
+    return SharedRingCollate()
 
 
 class Normalize:

@@ -59,7 +59,7 @@ import tarfile
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from loader_loop import Normalize, run_epoch
+from loader_loop import Normalize, collate_fn, run_epoch
 
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "ppm", "pgm", "pnm", "bmp", "webp")
 
@@ -168,13 +168,6 @@ def shuffled(items, size, rng):
     yield from buffer
 
 
-def shared_ring_collate():
-    """tensorcom's collate_fn: batches through a reused shared-memory ring."""
-    from tensorcom.collate import SharedRingCollate
-
-    return SharedRingCollate()
-
-
 def tensorcom_transform(val):
     """tensorcom.imaging's transforms: they take the encoded bytes."""
     from tensorcom import imaging
@@ -231,9 +224,8 @@ def main():
     transform = TorchvisionTransform(args.val) if args.torchvision else tensorcom_transform(args.val)
     dataset = ShardDataset(shards, transform, shuffle=0 if args.val else args.shuffle)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    collate = shared_ring_collate() if args.shared_collate else None
     loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers,
-                        pin_memory=device.type == "cuda", collate_fn=collate)
+                        pin_memory=device.type == "cuda", collate_fn=collate_fn(args.shared_collate))
     normalize = Normalize(device)
     which = "torchvision (PIL)" if args.torchvision else "tensorcom.imaging"
     print(f"{len(shards)} shards; {which} {'validation' if args.val else 'training'} transforms, "
