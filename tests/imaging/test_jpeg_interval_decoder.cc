@@ -71,3 +71,55 @@ TEST_CASE("the interval decoder gives libjpeg's pixels from a damaged or cut fil
   }
   CHECK(corrupted > 30);
 }
+
+TEST_CASE("one interval decoder from image to image: tables kept from the last image only when they are the same") {
+  // The standard tables (libjpeg's default) recur from image to image and
+  // are kept; tables made for an image differ from the next image's.
+  auto image = [](int width, int height, Encoding e, unsigned seed, bool optimize) {
+    auto configure = [&](jpeg_compress_struct& cinfo) {
+      if (e.components == 3) {
+        cinfo.comp_info[0].h_samp_factor = e.h_samp;
+        cinfo.comp_info[0].v_samp_factor = e.v_samp;
+      }
+      cinfo.restart_interval = static_cast<unsigned>(e.restart_mcus);
+      cinfo.optimize_coding = optimize ? TRUE : FALSE;
+    };
+    std::mt19937 rng(seed);
+    auto fill_row = [&](int y, unsigned char* row) {
+      for (int x = 0; x < width * e.components; ++x) {
+        const int v = (x + y) * static_cast<int>(seed + 1) % 256 + static_cast<int>(rng() % 60) - 30;
+        row[x] = static_cast<unsigned char>(std::clamp(v, 0, 255));
+      }
+    };
+    return libjpeg_encode(width, height, e.components, e.components == 1 ? JCS_GRAYSCALE : JCS_RGB, 90, configure,
+                          fill_row);
+  };
+  const std::vector<std::vector<std::byte>> images = {
+      image(203, 157, {3, 2, 2, 1, 0, false}, 1, false), image(160, 120, {3, 2, 2, 1, 0, false}, 2, true),
+      image(203, 157, {3, 2, 2, 1, 0, false}, 3, true),  image(120, 96, {3, 1, 1, 1, 0, false}, 4, false),
+      image(96, 80, {1, 1, 1, 1, 0, false}, 5, true),    image(203, 157, {3, 2, 2, 1, 0, false}, 6, false)};
+  JpegRegionDecoder decoder;
+  std::vector<std::byte> headers, unstuffed;
+  std::vector<ByteRange> intervals;
+  std::vector<std::uint8_t> buffer;
+  for (int round = 0; round < 2; ++round) {
+    for (std::size_t i = 0; i < images.size(); ++i) {
+      CAPTURE(round);
+      CAPTURE(i);
+      const JpegInfo info = decoder.read_header(images[i]);
+      const PixelBox box{info.width / 4, info.height / 5, info.width / 2, info.height / 2};
+      const auto slice = slice_restart_intervals(images[i], box, decoder_context(8), headers, &intervals, &unstuffed);
+      REQUIRE(slice);
+      (void)decoder.read_header(headers);
+      const JpegRegion r =
+          decoder.decode(box.x - slice->x, box.y - slice->y, box.width, box.height, 8, buffer, intervals, unstuffed);
+      std::vector<std::uint8_t> pixels;
+      for (int y = 0; y < r.height; ++y) {
+        const std::uint8_t* row = r.pixels + static_cast<std::size_t>(y) * r.stride;
+        pixels.insert(pixels.end(), row, row + static_cast<std::size_t>(r.width) * 4);
+      }
+      CHECK(pixels == whole_box(images[i], box, 8));
+    }
+  }
+  CHECK(decoder.interval_decodes() == 2 * images.size());
+}

@@ -71,3 +71,22 @@ TEST_CASE("files that cannot be sliced are left to the whole-file decoder") {
     CHECK_FALSE(slice_restart_intervals(junk, box, 2, out));
   }
 }
+
+TEST_CASE("a box that skips nothing still gives unstuffed intervals, which decode as the whole file does") {
+  // The whole width from the top: a whole JPEG's slice would be the file.
+  for (Encoding e : {Encoding{3, 2, 2, 1, 0, false}, Encoding{3, 2, 2, 0, 1, false}}) {
+    CAPTURE(e.restart_mcus);
+    const auto jpeg = encode(203, 157, e);
+    const PixelBox box{0, 0, 203, 100};
+    std::vector<std::byte> out, headers, unstuffed;
+    std::vector<ByteRange> intervals;
+    CHECK_FALSE(slice_restart_intervals(jpeg, box, 2, out));
+    const auto slice = slice_restart_intervals(jpeg, box, decoder_context(8), headers, &intervals, &unstuffed);
+    REQUIRE(slice);
+    CHECK(slice->x == 0);
+    CHECK(slice->y == 0);
+    CHECK(slice->width == 203);
+    CHECK(slice->height < 157);  // the rows below the box are left out
+    CHECK(decode_box(headers, *slice, box, 8, Huffman::kOurs, intervals, unstuffed) == whole_box(jpeg, box, 8));
+  }
+}

@@ -292,6 +292,17 @@ def restart_interval(jpeg):
     return 0
 
 
+def huffman_tables(jpeg):
+    """The bodies of the JPEG's DHT segments before its first scan, in order."""
+    tables, i = [], 2
+    while i + 4 <= len(jpeg) and jpeg[i] == 0xFF and jpeg[i + 1] != 0xDA:
+        length = int.from_bytes(jpeg[i + 2:i + 4], "big")
+        if jpeg[i + 1] == 0xC4:
+            tables.append(jpeg[i + 4:i + 2 + length])
+        i += 2 + length
+    return tables
+
+
 def test_restart_markers_rewrite_jpegs_losslessly(tmp_path):
     jpegs = synthetic_jpegs(tmp_path, 4)
     root = tmp_path / "train"
@@ -534,6 +545,26 @@ def test_max_side_writes_restart_markers_directly_and_repacks_shards(tmp_path):
     assert decode(reduced).shape == (192, 256, 3)
     assert restart_interval(reduced) == 1 and restart_interval(kept) == 1  # one reduced, one rewritten
     assert samples[0][1]["cls"] == b"1"
+
+
+def test_max_side_writes_the_standard_huffman_tables_unless_asked_to_optimize(tmp_path):
+    # Servers build a JPEG's Huffman tables once while they recur: the
+    # standard ones by default, tables made for each image on request.
+    for i, (h, w) in enumerate(((480, 640), (600, 400), (500, 500))):
+        write(tmp_path / "in" / "a" / f"{i}.jpg", encode(photo_like(20 + i, h, w)))
+    tables, sizes = {}, {}
+    for name, extra in (("standard", ()), ("optimized", ("--optimize-huffman",))):
+        make_shards(tmp_path / "in", "--max-side", 256, "--restart-markers", *extra, "-o", tmp_path / name / "%d.tar")
+        jpegs = [members["jpg"] for _, members in read_all(tmp_path / name)]
+        assert len(jpegs) == 3 and all(max(decode(j).shape[:2]) == 256 for j in jpegs)
+        tables[name] = [tuple(huffman_tables(j)) for j in jpegs]
+        sizes[name] = sum(len(j) for j in jpegs)
+    assert len(set(tables["standard"])) == 1  # one set for every image
+    assert len(tables["standard"][0]) == 4  # DC and AC, luma and chroma
+    assert len(set(tables["optimized"])) == 3  # a set per image
+    assert not set(tables["optimized"]) & set(tables["standard"])
+    assert sizes["optimized"] < sizes["standard"]
+    assert run(tmp_path / "in", "--optimize-huffman", "-o", tmp_path / "o" / "%d.tar").returncode == 2
 
 
 def test_max_side_options_are_checked(tmp_path):

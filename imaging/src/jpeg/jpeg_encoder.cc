@@ -44,7 +44,7 @@ bool compress_protected(Compressor* c, const std::uint8_t* rgb, int width, int h
   cinfo.in_color_space = JCS_RGB;
   jpeg_set_defaults(&cinfo);  // YCbCr, 4:2:0, the integer DCT
   jpeg_set_quality(&cinfo, e->quality, TRUE);
-  cinfo.optimize_coding = TRUE;
+  cinfo.optimize_coding = e->optimize_huffman ? TRUE : FALSE;
   if (e->restart_markers) cinfo.restart_interval = 1;
   jpeg_start_compress(&cinfo, TRUE);
   const std::size_t row_bytes = static_cast<std::size_t>(width) * 3;

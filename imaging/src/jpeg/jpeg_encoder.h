@@ -10,12 +10,13 @@
 namespace tensorcom::imaging {
 
 struct JpegEncoding {
-  int quality = 90;              // libjpeg's 1..100 scale, standard tables
-  bool restart_markers = false;  // a restart marker after every MCU (what the restart slicer cuts at)
+  int quality = 90;               // libjpeg's 1..100 scale, standard quantisation tables
+  bool restart_markers = false;   // a restart marker after every MCU (what the restart slicer cuts at)
+  bool optimize_huffman = false;  // Huffman tables made for the image, else the standard ones
 };
 
 // Encodes width x height RGB pixels (rows of width * 3 bytes) as a
-// sequential JPEG, 4:2:0 chroma, Huffman tables optimised for the image.
+// sequential JPEG, 4:2:0 chroma.
 // Throws Error with libjpeg's message if it fails.
 // REQUIRES: width, height in 1..65535; quality in 1..100.
 [[nodiscard]] formats::ByteBuffer encode_jpeg(const std::uint8_t* rgb, int width, int height,

@@ -59,11 +59,35 @@ struct JpegIntervalDecoder::Table {
   std::int32_t maxcode[18] = {};
   std::int32_t valoffset[17] = {};
   std::uint8_t huffval[256] = {};
-  bool present = false;
+  bool present = false;  // built for the scan being decoded
+  // What it was last built from: encoders that use the standard tables
+  // (cameras, OpenCV, Pillow, `make-shards --max-side`) give every image
+  // the same ones, and building one costs more than a small image's header.
+  bool built = false;
+  bool built_dc = false;
+  std::uint8_t built_bits[17] = {};
 
   // From a table libjpeg has read and checked (jpeg_make_d_derived_tbl ran
   // at the start of the scan).
   void build(const JHUFF_TBL& t, bool dc) {
+    present = true;
+    if (built_from(t, dc)) return;
+    build_fresh(t, dc);
+    std::memcpy(built_bits, t.bits, sizeof built_bits);
+    built_dc = dc;
+    built = true;
+  }
+
+  // Whether the last build was from these codes and symbols (the symbols
+  // past the codes' count are never read).
+  [[nodiscard]] bool built_from(const JHUFF_TBL& t, bool dc) const {
+    if (!built || built_dc != dc || std::memcmp(built_bits, t.bits, sizeof built_bits) != 0) return false;
+    int symbols = 0;
+    for (int l = 1; l <= 16; ++l) symbols += t.bits[l];
+    return std::memcmp(huffval, t.huffval, static_cast<std::size_t>(std::min(symbols, 256))) == 0;
+  }
+
+  void build_fresh(const JHUFF_TBL& t, bool dc) {
     std::fill(std::begin(fast), std::end(fast), 0u);
     std::memcpy(huffval, t.huffval, sizeof huffval);
     int index = 0;
@@ -83,7 +107,6 @@ struct JpegIntervalDecoder::Table {
     }
     maxcode[17] = 0x7FFFFFFF;  // the sentinel: every code ends by 17 bits
     if (!dc) pair_symbols();
-    present = true;
   }
 
   // Makes each AC entry of a value symbol that a second complete symbol

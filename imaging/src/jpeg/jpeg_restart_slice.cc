@@ -127,25 +127,22 @@ bool find_intervals(const std::uint8_t* data, std::size_t size, std::size_t scan
                     std::vector<std::size_t>& begins, std::vector<std::size_t>& ends) {
   begins.assign(1, scan_start);
   ends.clear();
-  for (std::size_t p = scan_start; p + 1 < size && ends.size() < needed;) {
-    const std::uint8_t* ff = find_ff(data + p, data + size - 1);
-    if (ff == data + size - 1) break;
-    p = static_cast<std::size_t>(ff - data);
+  if (size < 2) return false;
+  // Each 0xFF but the last byte, with the byte after it: a stuffed 0xFF (00)
+  // or a fill byte before a marker (FF) go by, a restart marker ends an
+  // interval, any other marker the scan.
+  for_each_ff(data, scan_start, size - 1, [&](std::size_t p) {
     const std::uint8_t next = data[p + 1];
-    if (next == 0x00 || next == 0xFF) {  // a stuffed 0xFF, or fill before a marker
-      p += 1;
-      continue;
-    }
+    if (next == 0x00 || next == 0xFF) return true;
     if (next >= kRST0 && next <= kRST7) {
       if (static_cast<std::size_t>(next - kRST0) != ends.size() % 8) return false;
       ends.push_back(p);
       begins.push_back(p + 2);
-      p += 2;
-      continue;
+      return ends.size() < needed;
     }
     ends.push_back(p);  // the end of the scan: EOI, or another marker
-    break;
-  }
+    return false;
+  });
   return ends.size() >= needed;
 }
 
@@ -177,17 +174,21 @@ std::size_t write_intervals(const std::uint8_t* data, const std::vector<std::siz
 // The same intervals unstuffed one after another into `unstuffed`, each
 // followed by kUnstuffedPadding zero bytes; where each lies goes to
 // `intervals`. `bytes` bounds their stuffed size.
-void write_intervals_unstuffed(const std::uint8_t* data, const std::vector<std::size_t>& begins,
+void write_intervals_unstuffed(const std::uint8_t* data, std::size_t size, const std::vector<std::size_t>& begins,
                                const std::vector<std::size_t>& ends, int cols, const PixelBox& cells, std::size_t bytes,
                                std::vector<std::byte>& unstuffed, std::vector<ByteRange>& intervals) {
   const auto count = static_cast<std::size_t>(cells.width) * static_cast<std::size_t>(cells.height);
-  unstuffed.resize(bytes + count * kUnstuffedPadding);
+  // unstuff_wide's spare room: what it writes past an interval lands in
+  // the padding and the next interval, both written after it, or here.
+  constexpr std::size_t kSpare = 16;
+  unstuffed.resize(bytes + count * kUnstuffedPadding + kSpare);
   auto* base = reinterpret_cast<std::uint8_t*>(unstuffed.data());
   std::uint8_t* o = base;
   for (int r = cells.y; r < cells.y + cells.height; ++r) {
     for (int c = cells.x; c < cells.x + cells.width; ++c) {
       const auto i = static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(c);
-      std::uint8_t* end = unstuff(data + begins[i], data + ends[i], o);
+      std::uint8_t* end = ends[i] + kSpare <= size ? unstuff_wide(data + begins[i], data + ends[i], o)
+                                                   : unstuff(data + begins[i], data + ends[i], o);
       intervals.push_back({static_cast<std::uint32_t>(o - base), static_cast<std::uint32_t>(end - base)});
       std::memset(end, 0, kUnstuffedPadding);
       o = end + kUnstuffedPadding;
@@ -219,12 +220,17 @@ std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg,
   if (left >= right || top >= bottom) return std::nullopt;
   const int col0 = left / t.unit_width, col1 = (right - 1) / t.unit_width + 1;
   const int row0 = top / t.unit_height, row1 = (bottom - 1) / t.unit_height + 1;
-  // The region decoder already stops below its box: a slice must skip
-  // something above it or beside it to be worth making.
-  if (row0 == 0 && col0 == 0 && col1 == t.cols) return std::nullopt;
+  // The region decoder already stops below its box: a whole JPEG's slice
+  // must skip something above it or beside it to be worth making. Unstuffed
+  // intervals are worth it anyway: libjpeg-turbo decodes a file with
+  // restart markers on its slow path, the interval decoder only from them.
+  const bool headers_only = unstuffed && intervals;
+  if (row0 == 0 && col0 == 0 && col1 == t.cols && !headers_only) return std::nullopt;
 
   std::vector<std::size_t> begins, ends;
   const auto needed = static_cast<std::size_t>(row1 - 1) * t.cols + static_cast<std::size_t>(col1);
+  begins.reserve(needed + 1);
+  ends.reserve(needed);
   if (!find_intervals(data, size, layout.scan_start, needed, begins, ends)) return std::nullopt;
 
   PixelBox slice{col0 * t.unit_width, row0 * t.unit_height, 0, 0};
@@ -232,8 +238,7 @@ std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg,
   slice.height = std::min(layout.height, row1 * t.unit_height) - slice.y;
 
   const PixelBox cells{col0, row0, col1 - col0, row1 - row0};  // in intervals
-  const bool headers_only = unstuffed && intervals;
-  std::size_t bytes = 4;  // SOI and EOI
+  std::size_t bytes = 4;                                       // SOI and EOI
   for (auto [b, e] : layout.kept) bytes += e - b;
   std::size_t data_bytes = 0;  // of the intervals, with their markers
   for (int r = row0; r < row1; ++r) {
@@ -245,7 +250,7 @@ std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg,
   if (headers_only) {
     const auto count = static_cast<std::size_t>(cells.width) * static_cast<std::size_t>(cells.height);
     if (data_bytes + count * kUnstuffedPadding > UINT32_MAX) return std::nullopt;  // offsets are 32-bit
-    write_intervals_unstuffed(data, begins, ends, t.cols, cells, data_bytes, *unstuffed, *intervals);
+    write_intervals_unstuffed(data, size, begins, ends, t.cols, cells, data_bytes, *unstuffed, *intervals);
   } else {
     bytes += data_bytes;
   }

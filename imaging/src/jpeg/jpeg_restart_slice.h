@@ -31,7 +31,8 @@ namespace tensorcom::imaging {
 // nothing further than `context` from them (chroma upsampling looks at the
 // neighbouring chroma pixel: decoder_context() in jpeg_region.h) gives the
 // pixels of `want` from the slice exactly as it does from jpeg.
-// Returns nothing when slicing would skip nothing, or when the file is not a
+// Returns nothing when slicing would skip nothing (unless `unstuffed` is
+// given: see below), or when the file is not a
 // single-scan sequential JPEG with such restart intervals and all of its
 // markers present and in order. Never throws on malformed input: the caller
 // decodes the whole file then, and its decoder reports what is wrong.
@@ -43,7 +44,9 @@ namespace tensorcom::imaging {
 // intervals go to *unstuffed instead, ready for JpegIntervalDecoder's
 // `unstuffed` mode (their stuffing taken out, zeros after each): their
 // bytes are then copied once, not twice. Only that decoder can decode such
-// a slice: libjpeg would find no data after the scan header.
+// a slice: libjpeg would find no data after the scan header. A slice is then
+// made even when it skips nothing: that decoder reads a file with restart
+// markers much faster than libjpeg-turbo does.
 [[nodiscard]] std::optional<PixelBox> slice_restart_intervals(std::span<const std::byte> jpeg, const PixelBox& want,
                                                               int context, std::vector<std::byte>& out,
                                                               std::vector<ByteRange>* intervals = nullptr,
