@@ -32,3 +32,35 @@ TEST_CASE("the region decoder gives a box's pixels as a decode of the whole imag
     }
   }
 }
+
+TEST_CASE("decoded rows never start 16-byte aligned, so libjpeg-turbo writes them through the cache") {
+  // Its SIMD colour conversion writes an aligned row with non-temporal
+  // stores: the resampler, reading the rows next, would fetch them from
+  // memory. Whatever the buffer's own alignment, rows start 8 bytes past a
+  // cache line, whole cache lines apart.
+  const auto jpeg = encode(203, 157, Encoding{3, 2, 2, 0, 0, false});
+  for (std::size_t reserve : {std::size_t{0}, std::size_t{1} << 20}) {
+    std::vector<std::uint8_t> buffer;
+    buffer.reserve(reserve);  // a fresh allocation, or one from mmap (page-aligned)
+    JpegRegionDecoder decoder;
+    (void)decoder.read_header(jpeg);
+    const JpegRegion r = decoder.decode(0, 0, 203, 40, 8, buffer);
+    CAPTURE(reserve);
+    CHECK(reinterpret_cast<std::uintptr_t>(r.pixels) % 64 == 8);
+    CHECK(r.stride % 64 == 0);
+    CHECK(r.stride >= 203 * 4);
+    struct Rows final : RowSink {
+      std::vector<std::uintptr_t> starts;
+      std::size_t stride = 0;
+      void take_rows(const std::uint8_t* pixels, std::size_t row_stride, int, int) noexcept override {
+        starts.push_back(reinterpret_cast<std::uintptr_t>(pixels));
+        stride = row_stride;
+      }
+    } rows;
+    (void)decoder.read_header(jpeg);
+    (void)decoder.decode_rows(0, 0, 203, 100, 8, buffer, rows);
+    REQUIRE_FALSE(rows.starts.empty());
+    for (std::uintptr_t start : rows.starts) CHECK(start % 64 == 8);
+    CHECK(rows.stride % 64 == 0);
+  }
+}

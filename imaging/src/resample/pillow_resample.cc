@@ -129,10 +129,10 @@ void ResampleAxis::pack_windows() {
     std::int32_t* out = window_weights_.data() + i * static_cast<std::size_t>(window_) * kGroupInts / kGroupPixels;
     for (int p = 0; p < window_; p += kGroupPixels, out += kGroupInts) {
       const std::int32_t* w = pixel_weights_.data() + p;
-      const std::int32_t packed[4] = {pair16(high_part(w[0]), high_part(w[1])),
-                                      pair16(high_part(w[2]), high_part(w[3])), pair16(low_part(w[0]), low_part(w[1])),
-                                      pair16(low_part(w[2]), low_part(w[3]))};
-      for (int q = 0; q < 4; ++q) std::fill_n(out + 4 * q, 4, packed[q]);
+      out[0] = pair16(high_part(w[0]), high_part(w[1]));
+      out[1] = pair16(high_part(w[2]), high_part(w[3]));
+      out[2] = pair16(low_part(w[0]), low_part(w[1]));
+      out[3] = pair16(low_part(w[2]), low_part(w[3]));
     }
   }
 }

@@ -76,13 +76,16 @@ class ResampleAxis {
   //
   // By window, for a horizontal pass: every output reads the same number of
   // pixels, window() from window_first(i), all inside [source_first,
-  // source_end), in groups of four: 16 int32s a group, the 16-bit pairs
-  // (hi[p], hi[p+1]) four times, (hi[p+2], hi[p+3]) four times, then the
-  // same for lo; pixels outside the output's taps weigh 0. A loop over
-  // them neither branches on the tap count nor reads outside the source.
+  // source_end), in groups of four: 4 int32s a group, the 16-bit pairs
+  // (hi[p], hi[p+1]), (hi[p+2], hi[p+3]), (lo[p], lo[p+1]), (lo[p+2],
+  // lo[p+3]), which the loops broadcast; pixels outside the output's taps
+  // weigh 0. A loop over them neither branches on the tap count nor reads
+  // outside the source. Compact, because a pass reads every output's
+  // weights again for each pair of rows: stored four times over, as whole
+  // vectors, they took 20 KB of the L1 cache at 160 outputs.
   // Empty (has_windows() false) when the source is narrower than a window.
   static constexpr int kGroupPixels = 4;
-  static constexpr int kGroupInts = 16;
+  static constexpr int kGroupInts = 4;
   [[nodiscard]] bool has_windows() const noexcept { return !window_weights_.empty(); }
   [[nodiscard]] int window() const noexcept { return window_; }
   [[nodiscard]] int window_first(int i) const noexcept { return window_first_[static_cast<std::size_t>(i)]; }

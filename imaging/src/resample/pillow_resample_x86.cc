@@ -103,13 +103,17 @@ namespace {
 __attribute__((target("avx2"))) inline __m128i horizontal_sum(const ResampleAxis& x, int i, int groups,
                                                               const std::uint8_t* row, int origin, __m256i by_channel) {
   const std::uint8_t* px = row + static_cast<std::size_t>(x.window_first(i) - origin) * 4;
-  const __m256i* weights = reinterpret_cast<const __m256i*>(x.window_weights(i));
+  const std::int32_t* w = x.window_weights(i);
+  // Lane 0 takes the group's first weight pair, lane 1 its second.
+  const __m256i hi_pairs = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
+                lo_pairs = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
   __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
-  for (int g = 0; g < groups; ++g, px += 16, weights += 2) {
+  for (int g = 0; g < groups; ++g, px += 16, w += ResampleAxis::kGroupInts) {
     const __m256i four = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(px)));
     const __m256i pairs = _mm256_shuffle_epi8(four, by_channel);
-    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(pairs, _mm256_loadu_si256(weights)));
-    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(pairs, _mm256_loadu_si256(weights + 1)));
+    const __m256i weights = _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(pairs, _mm256_permutevar8x32_epi32(weights, hi_pairs)));
+    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(pairs, _mm256_permutevar8x32_epi32(weights, lo_pairs)));
   }
   // The split sums meet lane by lane ((hi << 11) + lo is each lane's exact
   // part of the sum, so adding lanes afterwards changes nothing), then the
@@ -172,9 +176,9 @@ __attribute__((target("avx2"))) inline __m256i horizontal_sum_rows(const Resampl
                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
     const __m256i p01 = _mm256_shuffle_epi8(both, first), p23 = _mm256_shuffle_epi8(both, second);
     hi = _mm256_add_epi32(hi, _mm256_add_epi32(_mm256_madd_epi16(p01, _mm256_set1_epi32(w[0])),
-                                               _mm256_madd_epi16(p23, _mm256_set1_epi32(w[4]))));
-    lo = _mm256_add_epi32(lo, _mm256_add_epi32(_mm256_madd_epi16(p01, _mm256_set1_epi32(w[8])),
-                                               _mm256_madd_epi16(p23, _mm256_set1_epi32(w[12]))));
+                                               _mm256_madd_epi16(p23, _mm256_set1_epi32(w[1]))));
+    lo = _mm256_add_epi32(lo, _mm256_add_epi32(_mm256_madd_epi16(p01, _mm256_set1_epi32(w[2])),
+                                               _mm256_madd_epi16(p23, _mm256_set1_epi32(w[3]))));
   }
   return join_sums(hi, lo);
 }
