@@ -80,7 +80,7 @@ bool read_rows_protected(JpegRegionDecoder::State* s, unsigned char* buffer, std
 // libjpeg-turbo's SIMD colour conversion writes a row that starts 32-byte
 // aligned (16 on CPUs without AVX2) with non-temporal stores, which go
 // around the cache, so the resampler reading the rows next fetched each one
-// back from memory: a server on full-resolution photos lost an eighth of its
+// back from memory: a server on full-resolution photos lost a quarter of its
 // rate whenever its row buffer happened to be aligned. Rows here start
 // kRowPhase bytes past a cache line and are whole cache lines apart: none is
 // ever 16-byte aligned, and their stores stay in the cache.
