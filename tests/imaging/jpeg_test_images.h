@@ -26,6 +26,7 @@ struct Encoding {
   int restart_mcus = 0;        // restart interval in MCUs
   int restart_rows = 0;        // or in MCU rows
   bool progressive = false;
+  bool optimize_huffman = false;  // tables made for the image, else the standard ones
 };
 
 // A noisy, textured test image encoded with libjpeg as asked.
@@ -38,6 +39,7 @@ inline std::vector<std::byte> encode(int width, int height, const Encoding& e, u
     cinfo.restart_interval = static_cast<unsigned>(e.restart_mcus);
     cinfo.restart_in_rows = e.restart_rows;
     if (e.progressive) jpeg_simple_progression(&cinfo);
+    cinfo.optimize_coding = e.optimize_huffman ? TRUE : FALSE;
   };
   std::mt19937 rng(seed);
   auto fill_row = [&](int y, unsigned char* row) {

@@ -76,23 +76,8 @@ TEST_CASE("one interval decoder from image to image: tables kept from the last i
   // The standard tables (libjpeg's default) recur from image to image and
   // are kept; tables made for an image differ from the next image's.
   auto image = [](int width, int height, Encoding e, unsigned seed, bool optimize) {
-    auto configure = [&](jpeg_compress_struct& cinfo) {
-      if (e.components == 3) {
-        cinfo.comp_info[0].h_samp_factor = e.h_samp;
-        cinfo.comp_info[0].v_samp_factor = e.v_samp;
-      }
-      cinfo.restart_interval = static_cast<unsigned>(e.restart_mcus);
-      cinfo.optimize_coding = optimize ? TRUE : FALSE;
-    };
-    std::mt19937 rng(seed);
-    auto fill_row = [&](int y, unsigned char* row) {
-      for (int x = 0; x < width * e.components; ++x) {
-        const int v = (x + y) * static_cast<int>(seed + 1) % 256 + static_cast<int>(rng() % 60) - 30;
-        row[x] = static_cast<unsigned char>(std::clamp(v, 0, 255));
-      }
-    };
-    return libjpeg_encode(width, height, e.components, e.components == 1 ? JCS_GRAYSCALE : JCS_RGB, 90, configure,
-                          fill_row);
+    e.optimize_huffman = optimize;
+    return encode(width, height, e, seed);
   };
   const std::vector<std::vector<std::byte>> images = {
       image(203, 157, {3, 2, 2, 1, 0, false}, 1, false), image(160, 120, {3, 2, 2, 1, 0, false}, 2, true),

@@ -18,7 +18,14 @@
 
 namespace tensorcom::imaging {
 
-// Bit i set where p[i] is 0xFF, for the 64 bytes from p. A scan walks its
+// Bit i set where p[i] is 0xFF, for the n <= 64 bytes from p.
+inline std::uint64_t ff_mask_short(const std::uint8_t* p, std::size_t n) noexcept {
+  std::uint64_t mask = 0;
+  for (std::size_t i = 0; i < n; ++i) mask |= static_cast<std::uint64_t>(p[i] == 0xFF) << i;
+  return mask;
+}
+
+// The same for the 64 bytes from p. A scan walks its
 // markers and stuffed bytes from a mask a block: one compare a 64 bytes, one
 // branch an 0xFF, where a search per 0xFF restarts its vector loop and
 // mispredicts its exit each time.
@@ -32,17 +39,8 @@ inline std::uint64_t ff_mask64(const std::uint8_t* p) noexcept {
   }
   return mask;
 #else
-  std::uint64_t mask = 0;
-  for (int i = 0; i < 64; ++i) mask |= static_cast<std::uint64_t>(p[i] == 0xFF) << i;
-  return mask;
+  return ff_mask_short(p, 64);
 #endif
-}
-
-// The same for the n < 64 bytes from p, reading no further.
-inline std::uint64_t ff_mask_short(const std::uint8_t* p, std::size_t n) noexcept {
-  std::uint64_t mask = 0;
-  for (std::size_t i = 0; i < n; ++i) mask |= static_cast<std::uint64_t>(p[i] == 0xFF) << i;
-  return mask;
 }
 
 // Calls on_ff(offset) for each 0xFF in [begin, end) of data, in order,
@@ -79,6 +77,16 @@ inline const std::uint8_t* copy_to_ff(const std::uint8_t* in, const std::uint8_t
   return in;
 }
 
+// From the byte after an 0xFF of entropy-coded data: moves in past the 00
+// of a stuffed 0xFF (true), or to a marker or the end (false), past the
+// fill bytes 0xFF before a marker.
+inline bool skip_stuffed_zero(const std::uint8_t*& in, const std::uint8_t* end) noexcept {
+  while (in < end && *in == 0xFF) ++in;
+  if (in == end || *in != 0x00) return false;
+  ++in;
+  return true;
+}
+
 // Copies the entropy-coded bytes [in, end) to out without the zero that
 // follows each data byte 0xFF, and ends them as libjpeg's reader ends a
 // segment: at a marker (0xFF then anything but 0; fill bytes 0xFF before
@@ -89,10 +97,8 @@ inline std::uint8_t* unstuff(const std::uint8_t* in, const std::uint8_t* end, st
     in = copy_to_ff(in, end, &out);
     if (in == end) return out;
     ++in;
-    while (in < end && *in == 0xFF) ++in;
-    if (in == end || *in != 0x00) return out;  // a marker, or the end
+    if (!skip_stuffed_zero(in, end)) return out;  // a marker, or the end
     *out++ = 0xFF;
-    ++in;
   }
 }
 
@@ -114,11 +120,9 @@ inline std::uint8_t* unstuff_wide(const std::uint8_t* in, const std::uint8_t* en
     }
     const int at = __builtin_ctz(mask);
     in += at + 1;
-    out += at;  // the 0xFF, stored already
-    while (in < end && *in == 0xFF) ++in;
-    if (in == end || *in != 0x00) return out;  // a marker, or the end
+    out += at;                                    // the 0xFF, stored already
+    if (!skip_stuffed_zero(in, end)) return out;  // a marker, or the end
     ++out;
-    ++in;
   }
   return out;
 #else
