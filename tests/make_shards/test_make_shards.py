@@ -565,6 +565,12 @@ def test_max_side_writes_the_standard_huffman_tables_unless_asked_to_optimize(tm
     assert not set(tables["optimized"]) & set(tables["standard"])
     assert sizes["optimized"] < sizes["standard"]
     assert run(tmp_path / "in", "--optimize-huffman", "-o", tmp_path / "o" / "%d.tar").returncode == 2
+    refused = run("--synthetic", 4, "--max-side", 256, "--optimize-huffman", "-o", tmp_path / "s" / "%d.tar")
+    assert refused.returncode == 2 and "--optimize-huffman applies to --max-side" in refused.stderr
+    # A JPEG cut short is packed as it was, per-image tables or not.
+    write(tmp_path / "cut" / "a" / "x.jpg", encode(photo_like(30, 400, 400))[:3000])
+    cut = run(tmp_path / "cut", "--max-side", 100, "--optimize-huffman", "-o", tmp_path / "c" / "%d.tar")
+    assert cut.returncode == 0 and "packed unchanged" in cut.stderr
 
 
 def test_max_side_options_are_checked(tmp_path):
