@@ -11,12 +11,13 @@ Where the programs run through a launcher (the GPU machine's bundle, see
 ../shared/device-bundle: `DIR/run BIN ARGS`), pass --run DIR/run; where
 they lie in a folder of their own, --bin DIR.
 Needs only the Python standard library and taskset. The figure for each
-count is the best of --repeat runs. The server serves forever (the shards'
-epochs over and over); the consumer times --batches-per-worker batches for
-each worker after a warm-up (the shuffle buffer's fill, the workers' first
-images), so that every run lasts about as long whatever the worker count,
-and a few hundred photos are enough data (scripts/gpu-pack
-packs them with the programs for the GPU machine).
+count is the best of --repeat runs, taken in rounds over all the counts.
+The server serves forever (the shards' epochs over and over); the consumer
+times --batches-per-worker batches for each worker after a warm-up (the
+shuffle buffer's fill, the workers' first images), so that every run lasts
+about as long whatever the worker count, and a few hundred photos are
+enough data (scripts/gpu-pack packs them with the programs for the GPU
+machine).
 """
 import argparse
 import json
@@ -131,16 +132,25 @@ def main():
         print(f"note: {smt_siblings()} logical CPUs a core (SMT): worker counts are logical CPUs, not cores",
               file=sys.stderr)
     samples = count_samples(args.shards)  # also checks that the pattern names shards
-    rates = {}
+    # Rounds over every count, not repeats of one count in a row: the
+    # machine's speed drifts, and the ratios compare counts, so each count
+    # gets runs spread over the same stretch of time.
+    runs = {workers: [] for workers in counts}
+    for round_ in range(args.repeat):
+        for workers in counts:
+            runs[workers].append(one_run(args, workers))
+            if args.repeat > 1:
+                print(f"round {round_ + 1}: {workers:3d} workers {runs[workers][-1]:10.1f} images/s", flush=True)
+    rates = {workers: max(rates) for workers, rates in runs.items()}
     for workers in counts:
-        rates[workers] = max(one_run(args, workers) for _ in range(args.repeat))
         print(f"{workers:3d} workers {rates[workers]:10.1f} images/s  {rates[workers] / rates[counts[0]]:5.2f}x "
               f"{counts[0]} worker{'s' if counts[0] > 1 else ''}", flush=True)
     if TARGET_WORKERS in rates and 1 in rates:
         speedup = rates[TARGET_WORKERS] / rates[1]
         print(f"{TARGET_WORKERS} workers / 1 worker: {speedup:.2f} (target >= {TARGET_SPEEDUP}: "
               f"{'met' if speedup >= TARGET_SPEEDUP else 'NOT met'})")
-    print(json.dumps({"cores": os.cpu_count(), "smt": smt_siblings(), "samples": samples, "images_per_s": rates}))
+    print(json.dumps({"cores": os.cpu_count(), "smt": smt_siblings(), "samples": samples, "images_per_s": rates,
+                      "runs": runs}))
     return 0
 
 
