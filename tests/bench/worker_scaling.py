@@ -141,7 +141,7 @@ def main():
             runs[workers].append(one_run(args, workers))
             if args.repeat > 1:
                 print(f"round {round_ + 1}: {workers:3d} workers {runs[workers][-1]:10.1f} images/s", flush=True)
-    rates = {workers: max(rates) for workers, rates in runs.items()}
+    rates = {workers: max(figures) for workers, figures in runs.items()}
     for workers in counts:
         print(f"{workers:3d} workers {rates[workers]:10.1f} images/s  {rates[workers] / rates[counts[0]]:5.2f}x "
               f"{counts[0]} worker{'s' if counts[0] > 1 else ''}", flush=True)
