@@ -172,6 +172,21 @@ class Generator:
             return self._requested
         return (self._requested * 0x9E3779B97F4A7C15 + torch_seed + 1) % 2**64
 
+    # Pickled (a DataLoader's spawn or forkserver workers, deepcopy): the
+    # seed and the stream's place go along, so a copy in this process goes
+    # on where the original was, and one in another process restarts as
+    # after a fork. The module's default generator stays the default of the
+    # process that loads it.
+    def __reduce__(self):
+        if self is _default_generator:
+            return _the_default_generator, ()
+        with self._lock:
+            state = (self._key, self._seed, self._sequence)
+        return Generator, (self._requested,), state
+
+    def __setstate__(self, state):
+        self._key, self._seed, self._sequence = state
+
 
 def _checked_seed(seed):
     if seed is not None and not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2**64):
@@ -193,6 +208,10 @@ def _worker_id():
 
 
 _default_generator = Generator()
+
+
+def _the_default_generator():
+    return _default_generator
 
 
 def _generator(generator):
@@ -271,6 +290,15 @@ class RandomResizedCrop:
     def __call__(self, data):
         return self._engine(data)
 
+    # The C++ engine is not pickled: it is made anew where the transform is
+    # loaded (DataLoader workers started by spawn or forkserver).
+    def __getstate__(self):
+        return _without(self.__dict__, "_engine")
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._engine = _Fused(self, None)
+
     def __repr__(self):
         return (f"{type(self).__name__}(size={self.size}, scale={self.scale}, ratio={self.ratio}, "
                 f"interpolation={self.interpolation})")
@@ -338,6 +366,9 @@ class Resize:
 
     def __call__(self, data):
         return self._engine().resize(_check_encoded(data, "Resize"))
+
+    def __getstate__(self):
+        return dict(_without(self.__dict__, "_transform"), _transform=None)  # made on first use
 
     def __repr__(self):
         return f"{type(self).__name__}(size={self.size}, interpolation={self.interpolation}, max_size={self.max_size})"
@@ -431,6 +462,13 @@ class Compose:
             data = step(data)
         return data
 
+    def __getstate__(self):
+        return _without(self.__dict__, "_steps")
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._steps = _fuse(self.transforms)
+
     def __repr__(self):
         inner = "".join(f"\n    {t!r}," for t in self.transforms)
         return f"{type(self).__name__}([{inner}\n])"
@@ -482,6 +520,11 @@ def _fuse(transforms):
             steps.append(t)
         i += 1
     return steps
+
+
+def _without(state, name):
+    """A copy of an object's __dict__ without the C++ object held under name."""
+    return {key: value for key, value in state.items() if key != name}
 
 
 def _width_height(img):

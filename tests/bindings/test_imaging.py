@@ -3,6 +3,7 @@ pixels for the same boxes, the same geometry, errors that name the problem,
 and crops that differ across DataLoader workers but repeat under a seed."""
 import concurrent.futures
 import io
+import pickle
 
 import numpy as np
 import pytest
@@ -211,6 +212,78 @@ class TestTorchSeeds:
         assert not torch.equal(epoch1, epoch2)
         torch.manual_seed(1)
         assert torch.equal(torch.cat(list(loader)), epoch1)
+
+
+class EncodedImage(torch.utils.data.Dataset):
+    """One encoded image, transformed anew for each index: at module level,
+    so that spawned DataLoader workers can load it."""
+
+    def __init__(self, data, transform, length):
+        self.data, self.transform, self.length = data, transform, length
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, i):
+        return self.transform(self.data)
+
+
+def pickled(transform):
+    return pickle.loads(pickle.dumps(transform))
+
+
+class TestPickling:
+    # DataLoader workers started by spawn or forkserver (Python 3.14's
+    # default on Linux) receive the dataset, transforms and all, pickled.
+    @pytest.mark.parametrize("make", [
+        lambda: imaging.RandomResizedCrop(40, generator=imaging.Generator(3)),
+        lambda: imaging.Compose([imaging.RandomResizedCrop((40, 56), scale=(0.3, 1), interpolation="bicubic",
+                                                           generator=imaging.Generator(3)),
+                                 imaging.RandomHorizontalFlip(), imaging.PILToTensor()]),
+        lambda: imaging.Compose([imaging.Resize(64), imaging.CenterCrop(48)]),
+        lambda: imaging.Compose([imaging.Resize((70, 50)), imaging.CenterCrop(80)]),  # pads
+        lambda: imaging.Resize(50, max_size=60),
+        lambda: imaging.CenterCrop(30),
+        lambda: imaging.RandomHorizontalFlip(generator=imaging.Generator(4)),
+    ])
+    def test_a_loaded_transform_gives_the_originals_pixels(self, jpeg, make):
+        ours, theirs = make(), make()
+        loaded = pickled(theirs)
+        assert repr(loaded) == repr(ours)
+        for _ in range(4):
+            a, b = ours(jpeg), loaded(jpeg)
+            assert type(a) is type(b) and np.array_equal(np.asarray(a), np.asarray(b))
+
+    def test_a_copy_goes_on_where_the_stream_was(self, jpeg):
+        t = imaging.Compose([imaging.RandomResizedCrop(32, generator=imaging.Generator(8)),
+                             imaging.RandomHorizontalFlip()])
+        t(jpeg)
+        copy = pickled(t)
+        assert all(np.array_equal(t(jpeg), copy(jpeg)) for _ in range(3))
+
+    def test_the_default_generator_stays_the_default(self, jpeg):
+        t = pickled(imaging.RandomResizedCrop(40))
+        assert t.generator is imaging.RandomResizedCrop(40).generator
+        torch.manual_seed(5)
+        first = t(jpeg)
+        torch.manual_seed(5)
+        assert np.array_equal(imaging.RandomResizedCrop(40)(jpeg), first)
+
+    def test_spawned_workers(self, jpeg):
+        train = imaging.Compose([imaging.RandomResizedCrop(24), imaging.RandomHorizontalFlip(), imaging.PILToTensor()])
+        val = imaging.Compose([imaging.Resize(40), imaging.CenterCrop(32), imaging.PILToTensor()])
+
+        def run(transform):
+            torch.manual_seed(123)
+            loader = torch.utils.data.DataLoader(EncodedImage(jpeg, transform, 8), batch_size=4, num_workers=2,
+                                                 multiprocessing_context="spawn")
+            return torch.cat(list(loader))
+
+        crops = run(train)
+        assert crops.shape == (8, 3, 24, 24)
+        assert not torch.equal(crops[0], crops[4])  # each worker its own stream
+        assert torch.equal(run(train), crops)  # and a seeded run repeats
+        assert all(torch.equal(image, val(jpeg)) for image in run(val))
 
 
 def test_torchvision_transforms_are_taken_over(jpeg):
