@@ -94,12 +94,19 @@ class RatePacer {
 bool send_unless_stopped(Connection& connection, const TensorList& list, metrics::SenderMetrics& metrics) {
   const auto start = std::chrono::steady_clock::now();
   try {
-    while (!connection.wait_for_subscriber(Milliseconds(100))) {
-      metrics.set_subscribers(0);
+    for (;;) {
+      while (!connection.wait_for_subscriber(Milliseconds(100))) {
+        metrics.set_subscribers(0);
+        if (programs::stop_requested()) return false;
+      }
+      metrics.set_subscribers(connection.subscribers());
+      // A PUSH whose receivers are all gone blocks a send, and a signal
+      // that came just before it would never end it: send only what can
+      // leave at once, and wait in slices, looking for a stop request.
+      if (connection.try_send(list) == Connection::Sent::kYes) break;
       if (programs::stop_requested()) return false;
+      (void)connection.wait_writable(Milliseconds(50));
     }
-    metrics.set_subscribers(connection.subscribers());
-    connection.send(list);
     metrics.add_send_blocked(std::chrono::steady_clock::now() - start);
     metrics.sent(batch_size(list), batch_bytes(list));
     return true;

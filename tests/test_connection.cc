@@ -78,6 +78,24 @@ TEST_CASE("push and pull") {
     }
     CHECK_FALSE(push.wait_writable(50ms));  // its only receiver gone
   }
+  SUBCASE("try_send never blocks: a PUSH with no receiver sends nothing, then sends once one comes") {
+    Connection push({ipc_url("zrpush", dir, "t")});
+    for (const Framing framing : {Framing::kMultipart, Framing::kSingleBuffer}) {
+      ConnectionOptions framed;
+      framed.framing = framing;
+      Connection alone({ipc_url("zrpush", dir, framing == Framing::kMultipart ? "tm" : "ts")}, framed);
+      CHECK(alone.try_send(make_batch(1)) == Connection::Sent::kWouldBlock);
+      CHECK(alone.stats().batches() == 0);
+    }
+    CHECK(push.try_send(make_batch(1)) == Connection::Sent::kWouldBlock);
+    Connection pull({ipc_url("zrpull", dir, "t")}, receive_options);
+    REQUIRE(push.wait_writable(5000ms));
+    CHECK(push.try_send(make_batch(2)) == Connection::Sent::kYes);
+    CHECK(push.stats().batches() == 1);
+    auto got = pull.recv(5000ms);
+    REQUIRE(got.has_value());
+    CHECK(id_of(*got) == 2);  // the refused batch was never sent
+  }
   SUBCASE("a stop shortens a sender's linger: PUB to none, PUSH to at most kStopLinger") {
     ConnectionOptions patient;
     patient.linger = 10000ms;
@@ -201,7 +219,14 @@ TEST_CASE("publishers and their subscribers") {
     CHECK_FALSE(pub.wait_for_subscriber(20ms));
     CHECK_FALSE(pub.send(make_batch(1)));
     CHECK(pub.dropped_without_subscriber() == 1);
+    CHECK(pub.try_send(make_batch(1)) == Connection::Sent::kNoSubscriber);
+    CHECK(pub.dropped_without_subscriber() == 2);
     CHECK(pub.stats().batches() == 0);
+    ConnectionOptions awaiting;
+    awaiting.await_subscriber = true;
+    Connection patient({ipc_url("zpub", dir, "da")}, awaiting);
+    CHECK(patient.try_send(make_batch(1)) == Connection::Sent::kWouldBlock);  // send() would wait
+    CHECK(patient.dropped_without_subscriber() == 0);
   }
   SUBCASE("subscribers are counted as they come and go") {
     Connection pub({ipc_url("zpub", dir, "c")});

@@ -170,17 +170,35 @@ class Connection::Impl {
       }
       wait_for_subscriber(std::nullopt);
     }
+    return deliver(batch, framing, zmq::send_flags::none);
+  }
+
+  Connection::Sent try_send(std::span<const Tensor> batch) {
+    require(!receives(), "send");
+    require_open("send");
+    log_refusals();
+    if (publishes() && subscribers() == 0) {
+      if (options_.await_subscriber) return Connection::Sent::kWouldBlock;
+      ++dropped_without_subscriber_;
+      return Connection::Sent::kNoSubscriber;
+    }
+    return deliver(batch, options_.framing, zmq::send_flags::dontwait) ? Connection::Sent::kYes
+                                                                       : Connection::Sent::kWouldBlock;
+  }
+
+  // Hands the batch to ZeroMQ; `first` is the first frame's flags (dontwait:
+  // false, nothing sent, if it cannot leave at once). The frames after it
+  // never block: ZeroMQ takes a message's later frames on the pipe that
+  // took its first.
+  bool deliver(std::span<const Tensor> batch, Framing framing, zmq::send_flags first) {
     fit_send_queue_to(batch_bytes(batch));
     if (!keeps_memory_ && options_.reuse_receive_memory && copies_large_buffers(batch, framing)) {
       detail::keep_large_buffers_mapped();
       keeps_memory_ = true;
     }
     try {
-      if (framing == Framing::kSingleBuffer) {
-        send_single(batch);
-      } else {
-        send_multipart(batch);
-      }
+      const bool sent = framing == Framing::kSingleBuffer ? send_single(batch, first) : send_multipart(batch, first);
+      if (!sent) return false;
     } catch (const zmq::error_t& e) {
       throw_transport("send to " + describe() + " failed", e);
     }
@@ -535,18 +553,21 @@ class Connection::Impl {
     }
   }
 
-  void send_multipart(std::span<const Tensor> batch) {
+  bool send_multipart(std::span<const Tensor> batch, zmq::send_flags first) {
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      socket_.send(header_frame(batch[i]), zmq::send_flags::sndmore);
+      if (!socket_.send(header_frame(batch[i]), zmq::send_flags::sndmore | (i == 0 ? first : zmq::send_flags::none))) {
+        return false;  // only the first frame can be refused (dontwait)
+      }
       bool last = i + 1 == batch.size();
       socket_.send(data_frame(batch[i]), last ? zmq::send_flags::none : zmq::send_flags::sndmore);
     }
+    return true;
   }
 
-  void send_single(std::span<const Tensor> batch) {
+  bool send_single(std::span<const Tensor> batch, zmq::send_flags first) {
     SharedBuffer buffer = encode_buffer(batch);
     auto* hint = new std::shared_ptr<const void>(buffer.owner());
-    socket_.send(zmq::message_t(buffer.data(), buffer.size(), release_owner, hint), zmq::send_flags::none);
+    return socket_.send(zmq::message_t(buffer.data(), buffer.size(), release_owner, hint), first).has_value();
   }
 
   // Receivers that keep message memory mapped (reuse_receive_memory) give
@@ -593,6 +614,7 @@ std::optional<TensorList> Connection::recv(std::optional<Milliseconds> timeout) 
 
 bool Connection::send(std::span<const Tensor> batch) { return impl_->send(batch, impl_->options_.framing); }
 bool Connection::send(std::span<const Tensor> batch, Framing framing) { return impl_->send(batch, framing); }
+Connection::Sent Connection::try_send(std::span<const Tensor> batch) { return impl_->try_send(batch); }
 void Connection::connect(std::span<const std::string> urls) { impl_->connect(urls); }
 void Connection::close() {
   if (impl_) impl_->close();

@@ -465,16 +465,21 @@ bool ImageServer::await_subscribers() {
 bool ImageServer::send(const TensorList& batch) {
   const Clock::time_point start = Clock::now();
   try {
-    // Nobody listening: wait rather than decode for nobody (PUB would drop
-    // every batch), looking for a stop request between waits.
-    if (!await_subscribers()) return false;
     // A PUSH socket whose receivers are all gone blocks a send until one
     // comes back, and a stop signal that came just before the send would
-    // never be seen: wait in slices instead, looking for one.
-    while (!connection_.wait_writable(Milliseconds(50))) {
+    // never be seen: wait in slices instead, looking for one, and send only
+    // what can leave at once (a receiver may leave between the wait and the
+    // send).
+    for (;;) {
+      // Nobody listening: wait rather than decode for nobody (PUB would
+      // drop every batch), looking for a stop request between waits.
+      if (!await_subscribers()) return false;
+      while (!connection_.wait_writable(Milliseconds(50))) {
+        if (stop_requested()) return false;
+      }
+      if (connection_.try_send(batch) != Connection::Sent::kWouldBlock) break;
       if (stop_requested()) return false;
     }
-    connection_.send(batch);
     sent_.add_send_blocked(Clock::now() - start);
     return true;
   } catch (const TransportError& e) {

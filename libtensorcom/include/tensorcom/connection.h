@@ -156,6 +156,20 @@ class Connection {
   bool send(std::span<const Tensor> batch);
   // The same, framed as `framing` says instead of options().framing.
   bool send(std::span<const Tensor> batch, Framing framing);
+  // What try_send() did with a batch.
+  enum class Sent {
+    kYes,           // handed to ZeroMQ, counted in stats()
+    kNoSubscriber,  // PUB, none subscribed: counted in dropped_without_subscriber()
+    kWouldBlock,    // nothing sent: send() would have blocked here
+  };
+  // Sends as send() does, but never blocks: where send() would wait (a PUSH
+  // whose receivers are all gone or full, a PUB with publish_no_drop whose
+  // subscriber is full, a PUB awaiting a subscriber) it sends nothing and
+  // returns kWouldBlock. A sender that must notice a stop request waits in
+  // slices with wait_writable() and sends with this: a receiver leaving
+  // between the two cannot then hold it in a send that no signal ends.
+  // Throws TransportError; REQUIRES a PUSH or PUB connection.
+  [[nodiscard]] Sent try_send(std::span<const Tensor> batch);
 
   // Binds or connects more URLs on the same socket (expanded as the
   // constructor's). Throws UrlError for a bad URL or one that cannot share
