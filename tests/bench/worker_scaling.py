@@ -16,7 +16,7 @@ The server serves forever (the shards' epochs over and over); the consumer
 times --batches-per-worker batches for each worker after a warm-up (the
 shuffle buffer's fill, the workers' first images), so that every run lasts
 about as long whatever the worker count, and a few hundred photos are
-enough data (scripts/gpu-pack packs them with the programs for the GPU
+enough data (scripts/lab/gpu-pack packs them with the programs for the GPU
 machine).
 """
 import argparse
