@@ -9,7 +9,7 @@ For each --max-sides N, `make-shards --from-shards --max-side N
 bytes in and out); the full-resolution reference is the same photos with
 restart markers only. Each (shards, size) pair is served by one worker
 pinned to core 0 to a consumer on core 1 (augment_throughput.py's method);
-each figure is the best of --repeat. The goal (issue 29): 160 on max-side-320
+each figure is the best of --repeat. The goal: 160 on max-side-320
 shards at >= 3x the reference.
 
     tests/bench/reduced_resolution.py --shards 'DIR/photos-{000000..000003}.tar' [--build build]

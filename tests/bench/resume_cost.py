@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What resuming costs (issue 27): serve-imagenet-shards serves one epoch
+"""What resuming costs: serve-imagenet-shards serves one epoch
 whole (T_full), then is resumed from a token that marks the epoch's first
 90% of batches consumed and serves the last 10% (T_resume). The resumed
 server reads the consumed batches' samples (so that the order and the
@@ -8,7 +8,7 @@ figure of interest is what that replay adds:
 
     overhead = T_resume - 0.1 * T_full, as a percentage of T_full
 
-Target (issue 27): under 5% of the epoch's serving time. The last 10% of
+Target: under 5% of the epoch's serving time. The last 10% of
 the full run's batches, timed as they arrived, is printed beside it.
 
     tests/bench/resume_cost.py [--shards 'DIR/r-{000000..000003}.tar'] [--build build] [--workers 1,2]

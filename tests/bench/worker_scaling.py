@@ -3,7 +3,7 @@
 consumer receives with 1, 2, 4, 8 and 14 workers (--workers to change), the
 server pinned to as many cores as it has workers, the consumer
 (recv-throughput) on a core of its own, and the speed-up over one worker.
-Target (issue 17): 14 workers >= 12x one worker, on a 16-core machine.
+Target: 14 workers >= 12x one worker, on a 16-core machine.
 
     tests/bench/worker_scaling.py --shards 'DIR/r-{000000..000003}.tar' [--build build] [--workers 1,2,4,8,14]
 

@@ -1,4 +1,4 @@
-"""Resume tokens (issue 27): tensorcom.resume's token, Connection's tracking
+"""Resume tokens: tensorcom.resume's token, Connection's tracking
 and iter_epoch, TensorcomDataset's state_dict and by_epoch.
 
 The servers' side is played by Python: each sender is a binding PUSH on an

@@ -1,6 +1,6 @@
 """A .ten file cut while serve-ten serves it or after tenbin.load() read it
 (no SIGBUS: the files are read, not mapped), and serve-ten --rate as a cap
-over every window (no catch-up burst after a stall). Issue 31.
+over every window (no catch-up burst after a stall).
 
 Environment (set by meson test): PYTHONPATH (<build>/bindings),
 TENSORCOM_BUILD_DIR (servers/serve-ten, tools/tenbin). Every process and

@@ -1,4 +1,4 @@
-"""Preemption (issue 27, docs/deploy.md "Resuming"): a job whose processes
+"""Preemption (docs/deploy.md "Resuming"): a job whose processes
 are all killed -9 several times in an epoch, restarted each time from its
 last token, consumes every batch of the epoch exactly once and then the
 epochs an uninterrupted run would have served; and Connection.iter_epoch()

@@ -1,4 +1,4 @@
-"""Special files and absurd values given by a careless operator (issue 31):
+"""Special files and absurd values given by a careless operator:
 FIFOs and symlinks to devices are refused at once in one line, never read
 until memory runs out or waited on forever; make-shards leaves out an image
 too large to hold and refuses class folders classes.json cannot name,

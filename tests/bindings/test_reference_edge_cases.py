@@ -1,6 +1,6 @@
-"""Reference code runs unchanged, round 2 (issue 28's cases): no abort at exit
-whatever a daemon thread is doing, a refilled send buffer delivers what was
-in it at send time, a burst over PUB all arrives while queues stay bounded in
+"""Reference code runs unchanged at its edges: no abort at exit whatever a
+daemon thread is doing, a refilled send buffer delivers what was in it at
+send time, a burst over PUB all arrives while queues stay bounded in
 bytes, the first batch comes soon after a late server binds, the names
 zcom.tenbin, zcom.zconnect and zcom.default_context, receivers that check
 their infos, socket options and polling as pyzmq code does them, and raw=True

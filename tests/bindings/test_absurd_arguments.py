@@ -1,4 +1,4 @@
-"""Absurd arguments and addresses from Python (issue 31): each refused at
+"""Absurd arguments and addresses from Python: each refused at
 once with one line naming the argument, never accepted until later; IPv6
 hosts in brackets work as the URL docs promise; an unresolvable bound host
 says so.
