@@ -7,14 +7,13 @@ copying (it holds them until written). One thread at a time per Connection.
 docs/python.md lists where it differs from the reference.
 """
 
-from collections import deque
 from time import monotonic as _monotonic
 from urllib.parse import urlparse
 
 from . import _tensorcom
 from ._tensorcom import ArgumentError, Statistics, TimeoutError, UnavailableError
 from .converters import device_converter, listify, make_converters, transform_with
-from .resume import ConsumedBatches
+from .resume import EpochTracker
 from .tenbin import as_list, check_acceptable_input_type, check_infos, decode_buffer, decode_list, encode_buffer, \
     encode_list
 
@@ -287,7 +286,7 @@ class Connection:
     curve_secret, curve_server, curve_allow
                  CURVE security (docs/security.md)
 
-    Resuming (issue 27): batches from servers started with --meta are
+    Resuming: batches from servers started with --meta are
     tracked as they are handed out (recv, iteration, iter_epoch);
     state_dict() is the token of what was consumed and load_state_dict()
     takes one back (tensorcom.resume); iter_epoch() yields one epoch of
@@ -338,15 +337,7 @@ class Connection:
         self._c = None
         self._socket = None
         self._stats = Statistics(stats_horizon)  # until connected
-        self._consumed = ConsumedBatches()  # what was handed out, by stream (tensorcom.resume)
-        self._tracked = 0                   # batches handed out with resume metadata,
-        self._untracked = 0                 # and without
-        self._loaded = False                # load_state_dict() was called
-        self._no_msgpack = False            # metadata came, msgpack was missing
-        self._epoch = None                  # the epoch iter_epoch() yields next; None: not started
-        self._latest = {}                   # stream -> highest epoch received from it
-        self._held = deque()                # (stream, epoch, fields, (arrays, infos), bytes): later epochs
-        self._held_bytes = 0
+        self._tracker = EpochTracker()      # what was handed out, by stream, and iter_epoch's state
         self._feeder = None                 # the C++ GPU feeder that receives for torch_cuda,
         self._feeding = None                # and whether it does (None: decided at the first receive)
         if url is not None:
@@ -450,9 +441,7 @@ class Connection:
                 return None
         self.count += 1
         if track:
-            fields = self._fields(got)
-            if fields is not None:
-                self._record(fields)
+            self._tracker.record(self._metadata(got))
         return got
 
     def _gpu_feeder(self):
@@ -481,32 +470,20 @@ class Connection:
         options = getattr(self.converters[0], "gpu_feeder_options", None)
         return options() if callable(options) else None
 
-    def _fields(self, got):
-        """The batch's resume fields (_resume_fields), counting batches without them."""
+    def _metadata(self, got):
+        """The resume fields of a received (arrays, infos) (_resume_fields), or None."""
         fields = _resume_fields(got[0], got[1])
-        if fields is None or fields is _NO_MSGPACK:
-            self._untracked += 1
-            self._no_msgpack = self._no_msgpack or fields is _NO_MSGPACK
+        if fields is _NO_MSGPACK:
+            self._tracker.msgpack_missing()
             return None
         return fields
 
-    def _record(self, fields):
-        try:
-            name, epoch, _ = self._consumed.record(fields)
-        except ArgumentError:
-            if self._loaded:
-                raise  # resuming: a batch served twice or by another configuration is an error
-            # Without a token, a server that restarts from its beginning (no
-            # --resume) or with another configuration starts its stream anew.
-            name = fields.get("stream")
-            if not isinstance(name, str):
-                raise
-            self._consumed.forget(name)
-            self._latest.pop(name, None)
-            name, epoch, _ = self._consumed.record(fields)
-        self._tracked += 1
-        if epoch > self._latest.get(name, -1):
-            self._latest[name] = epoch
+    def _next_for_epoch(self):
+        """The next batch for iter_epoch (EpochTracker.iter_epoch's receive):
+        (resume fields or None, (arrays, infos), bytes), untracked: the
+        tracker records it if it is yielded."""
+        got = self._receive(_WAIT, track=False)
+        return self._metadata(got), got, sum(getattr(a, "nbytes", 0) for a in got[0])
 
     def _deliver(self, got, infos=False):
         """What recv() returns for a received (arrays, infos)."""
@@ -556,8 +533,8 @@ class Connection:
 
     # iter_epoch() holds back batches of later epochs while some stream is
     # still in the current one; past either bound it raises rather than grow.
-    held_bytes_limit = 1 << 30
-    held_batches_limit = 65536
+    held_bytes_limit = EpochTracker.held_bytes_limit
+    held_batches_limit = EpochTracker.held_batches_limit
 
     def state_dict(self):
         """The resume token (tensorcom.resume): which batches of which server
@@ -565,12 +542,7 @@ class Connection:
         JSON-able dict. Gather every rank's and join them with
         tensorcom.merge_state_dicts. Raises ArgumentError if batches came
         without resume metadata and none with it."""
-        if not self._tracked and not self._loaded:
-            if self._no_msgpack:
-                raise ArgumentError("batches carry metadata, but reading it needs msgpack: pip install msgpack")
-            if self._untracked:
-                raise ArgumentError("batches carry no resume metadata: start the servers with --meta")
-        return self._consumed.state_dict()
+        return self._tracker.state_dict()
 
     def load_state_dict(self, token):
         """Takes a resume token (state_dict(), merge_state_dicts(), JSON
@@ -580,8 +552,7 @@ class Connection:
         iter_epoch() starts at the token's lowest incomplete epoch.
         Raises ArgumentError naming the field of an invalid token; nothing
         changes then."""
-        self._consumed.load_state_dict(token)
-        self._loaded = True
+        self._tracker.load_state_dict(token)
 
     def iter_epoch(self, servers=None):
         """A generator of exactly one epoch's batches (what recv() returns)
@@ -603,6 +574,7 @@ class Connection:
         metadata or of an earlier epoch, tensorcom.TimeoutError as recv()
         does. Servers that stop after their last epoch leave a stream
         shared with other ranks unfinished: the loop then ends in a timeout.
+        tensorcom.resume.EpochTracker does the bookkeeping.
         """
         if servers is None:
             kinds = _tensorcom.endpoint_kinds(self.urls, False)
@@ -611,66 +583,13 @@ class Connection:
                 raise ArgumentError(f"iter_epoch(): {binding[0]} binds, so any number of servers may connect: "
                                     "say how many with servers=")
             servers = len(kinds)
-        elif type(servers) is not int or servers < 1:
-            raise ArgumentError(f"iter_epoch(): servers must be a whole number >= 1, not {servers!r}")
-        return self._epoch_batches(servers)
+        tracker = self._tracker
+        tracker.held_bytes_limit, tracker.held_batches_limit = self.held_bytes_limit, self.held_batches_limit
+        return self._delivered(tracker.iter_epoch(self._next_for_epoch, servers))
 
-    def _epoch_batches(self, servers):
-        if self._epoch is None:
-            self._epoch = self._consumed.lowest_incomplete_epoch()
-        epoch = self._epoch
-        yield from self._held_batches(epoch)
-        finished = self._consumed.epoch_finished
-        unfinished = {name for name, latest in self._latest.items() if latest <= epoch and not finished(name, epoch)}
-        while unfinished or len(self._latest) < servers:
-            got = self._receive(_WAIT, track=False)
-            fields = self._fields(got)
-            if fields is None:
-                raise ArgumentError("batches carry no resume metadata: start the servers with --meta")
-            name, got_epoch, index, _ = self._consumed.check(fields)
-            if got_epoch < epoch:
-                raise ArgumentError(f"stream {name!r} sent batch {index} of epoch {got_epoch} while epoch {epoch} "
-                                    "is iterated: its epoch ended before")
-            if got_epoch > epoch:
-                if got_epoch > self._latest.get(name, -1):
-                    self._latest[name] = got_epoch
-                unfinished.discard(name)
-                self._hold(name, got_epoch, fields, got, epoch, unfinished, servers)
-                continue
-            self._record(fields)
-            if self._latest[name] > epoch or finished(name, epoch):
-                unfinished.discard(name)
-            else:
-                unfinished.add(name)
+    def _delivered(self, batches):
+        for got in batches:
             yield self._deliver(got)
-        self._epoch = epoch + 1
-
-    def _held_batches(self, epoch):
-        """Yields the held-back batches of `epoch`, in order; keeps the others."""
-        pending, self._held = self._held, deque()
-        try:
-            while pending:
-                name, got_epoch, fields, got, size = pending.popleft()
-                if got_epoch != epoch:
-                    self._held.append((name, got_epoch, fields, got, size))
-                    continue
-                self._held_bytes -= size
-                self._record(fields)
-                yield self._deliver(got)
-        finally:
-            self._held.extend(pending)  # a loop left early: the rest stay held, in order
-
-    def _hold(self, name, got_epoch, fields, got, epoch, unfinished, servers):
-        size = sum(getattr(a, "nbytes", 0) for a in got[0])
-        if self._held_bytes + size > self.held_bytes_limit or len(self._held) >= self.held_batches_limit:
-            if unfinished:
-                why = f"streams {', '.join(repr(n) for n in sorted(unfinished))} are still in epoch {epoch}"
-            else:
-                why = f"only {len(self._latest)} of servers={servers} streams were seen in epoch {epoch}"
-            raise ArgumentError(f"iter_epoch(): {len(self._held)} batches ({self._held_bytes} bytes) of later epochs "
-                                f"held back while {why}: a server is stalled or gone")
-        self._held.append((name, got_epoch, fields, got, size))
-        self._held_bytes += size
 
     # --- state -------------------------------------------------------------------
 

@@ -548,35 +548,17 @@ def time_inputs(args, device):
 # --- training -------------------------------------------------------------------------
 
 def save_checkpoint(path, state):
-    """Writes state to path atomically (save_atomically)."""
-    save_atomically(path, lambda f: torch.save(state, f))
+    """Writes state to path atomically (tensorcom.atomic: a crash or a kill
+    leaves the old file or the new, never a part)."""
+    from tensorcom.atomic import atomic_writer
+    with atomic_writer(path) as f:
+        torch.save(state, f)
 
 
 def save_json(path, value):
-    """Writes value as JSON to path atomically (save_atomically)."""
-    save_atomically(path, lambda f: f.write(json.dumps(value, separators=(",", ":")).encode() + b"\n"))
-
-
-def save_atomically(path, write):
-    """Writes path atomically with write(binary file): a temporary file beside
-    it, flushed to disk, then renamed over it, so a crash leaves the old
-    file or the new."""
-    temp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(temp, "xb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
-    directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        os.fsync(directory)  # the rename itself
-    finally:
-        os.close(directory)
+    """Writes value as JSON to path atomically (tensorcom.atomic)."""
+    from tensorcom.atomic import atomic_write
+    atomic_write(path, json.dumps(value, separators=(",", ":")) + "\n")
 
 
 def data_token_path(args):

@@ -73,7 +73,9 @@ def pair(ipc_dir, name="s", **options):
 def package_imports():
     """{module: (modules it imports at module level, modules it imports inside
     functions, whether it imports torch at module level)} for the package's
-    .py files as the build laid them out."""
+    .py files as the build laid them out. Imports under a module-level `if
+    TYPE_CHECKING:` count as module-level: they are what the module offers
+    (the package's __init__ imports its names when first asked for)."""
     package = os.path.dirname(tensorcom.__file__)
     found = {}
     for name in sorted(os.listdir(package)):
@@ -81,11 +83,15 @@ def package_imports():
             continue
         with open(os.path.join(package, name)) as f:
             tree = ast.parse(f.read())
+        module_level = list(tree.body)
+        for node in tree.body:
+            if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+                module_level += node.body
         top, inner = set(), set()
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.level == 1:
                 names = {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
-                (top if node in tree.body else inner).update(names)
+                (top if node in module_level else inner).update(names)
         uses_torch = any(isinstance(node, ast.Import) and any(a.name == "torch" for a in node.names)
                          for node in tree.body)
         found[name[:-3]] = (top, inner, uses_torch)

@@ -1,6 +1,7 @@
 """python3 -m tensorcom.resume: merge (the union of token files, written
 atomically) and show (a line per stream), as batch scripts use them
-(examples/slurm/). Bad input is one line on stderr and exit status 2.
+(examples/slurm/). Bad input is one line on stderr and exit status 2. The
+command loads neither the C++ extension nor NumPy.
 Environment as test_bindings.py.
 """
 import json
@@ -11,6 +12,7 @@ import sys
 import pytest
 
 import tensorcom
+from tensorcom import resume_cli
 
 FINGERPRINT = "0123456789abcdef"
 
@@ -49,7 +51,7 @@ def command(capsys):
     """The command's main() in this process (quicker than an interpreter each)."""
     def run(*args):
         capsys.readouterr()
-        code = tensorcom.resume.main([str(a) for a in args])
+        code = resume_cli.main([str(a) for a in args])
         out, err = capsys.readouterr()
         return Result(code, out, err)
     return run
@@ -127,3 +129,50 @@ def test_tokens_that_disagree_are_not_merged(tmp_path, command):
 def test_an_unwritable_output_is_one_line(tmp_path, command):
     r = command("merge", tmp_path / "no-such-dir" / "out.json", write(tmp_path / "a.json", RANK0))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "cannot write" in r.stderr, r.stderr
+
+
+def imports_of(*args, pythonpath=None):
+    """The command run as batch scripts run it, with -X importtime: (result, names of the modules imported)."""
+    path = pythonpath or os.pathsep.join(p for p in sys.path if p)
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "tensorcom.resume", *map(str, args)],
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                       env=dict(os.environ, PYTHONPATH=path))
+    lines = [line for line in r.stderr.splitlines() if line.startswith("import time:")]
+    modules = {line.rsplit("|", 1)[1].strip() for line in lines}
+    stderr = "\n".join(line for line in r.stderr.splitlines() if not line.startswith("import time:"))
+    return Result(r.returncode, r.stdout, stderr), modules
+
+
+@pytest.mark.parametrize("args", [["--help"], ["show", "TOKEN"], ["show", "BAD"], ["merge", "OUT", "TOKEN", "TOKEN"]])
+def test_the_command_does_not_load_the_extension(tmp_path, args):
+    files = {"TOKEN": write(tmp_path / "t.json", RANK0), "BAD": write(tmp_path / "bad.json", {"format": "other"}),
+             "OUT": tmp_path / "out.json"}
+    r, modules = imports_of(*[files.get(a, a) for a in args])
+    assert r.returncode == (2 if "BAD" in args else 0), r
+    assert "tensorcom.resume_cli" in modules, modules  # the command's own imports are seen
+    assert "tensorcom._tensorcom" not in modules and "numpy" not in modules, sorted(modules)
+
+
+def test_the_command_runs_where_the_extension_cannot_load(tmp_path):
+    package = tmp_path / "lib" / "tensorcom"
+    package.mkdir(parents=True)
+    source = os.path.dirname(tensorcom.__file__)
+    for name in os.listdir(source):
+        if name.endswith(".py"):
+            with open(os.path.join(source, name), "rb") as f, open(package / name, "wb") as g:
+                g.write(f.read())
+    with open(package / "_tensorcom.py", "w") as f:
+        f.write("raise ImportError('the extension cannot load here')\n")
+    inputs = [write(tmp_path / "rank0.json", RANK0), write(tmp_path / "rank1.json", RANK1)]
+    r, _ = imports_of("merge", tmp_path / "out.json", *inputs, pythonpath=str(tmp_path / "lib"))
+    assert r.returncode == 0 and r.stderr == "", r
+    r, _ = imports_of("show", tmp_path / "out.json", pythonpath=str(tmp_path / "lib"))
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 2, r
+    r, _ = imports_of("show", write(tmp_path / "bad.json", token({"s": stream(seed=-1)})),
+                      pythonpath=str(tmp_path / "lib"))
+    assert r.returncode == 2 and "streams['s'].seed: expected a whole number" in r.stderr, r
+    # The package itself still imports there; only what needs the extension fails.
+    code = "import tensorcom, tensorcom.atomic\ntry:\n    tensorcom.Connection\nexcept ImportError as e:\n    print(e)"
+    check = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, PYTHONPATH=str(tmp_path / "lib")))
+    assert check.stdout.strip() == "the extension cannot load here", check

@@ -304,7 +304,7 @@ def test_iter_epoch_yields_each_epoch_once_with_one_server_ahead(ipc_dir, known)
                 got = []
                 for batch in con.iter_epoch():
                     got.append(ids(batch))
-                    held = max(held, len(con._held))
+                    held = max(held, con._tracker.held_count)
                 seen.append(got)
                 assert sorted(got) == sorted((f"{i}/{n}", epoch, b) for i in range(n) for b in range(counts[i]))
             assert held > 0, "the server ahead's next epoch was never held back"
