@@ -41,6 +41,7 @@ import secrets
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
+from typing import Any, Dict
 from multiprocessing.reduction import DupFd, ForkingPickler
 
 import numpy as np
@@ -65,14 +66,14 @@ class SharedRingCollate:
     sends them too. Picklable, so it works with every multiprocessing
     context (fork, spawn, forkserver)."""
 
-    def __init__(self, max_slots=8, min_bytes=64 * 1024):
+    def __init__(self, max_slots: int = 8, min_bytes: int = 64 * 1024) -> None:
         if not 1 <= max_slots <= 255:
             raise ValueError(f"max_slots {max_slots}: expected 1 to 255")
         if min_bytes < 1:
             raise ValueError(f"min_bytes {min_bytes}: expected at least 1")
         self.max_slots, self.min_bytes = max_slots, min_bytes
 
-    def __call__(self, batch):
+    def __call__(self, batch: Sequence[Any]) -> Any:
         if get_worker_info() is None or not hasattr(os, "memfd_create"):  # memfd: Linux
             return default_collate(batch)
         return self._collate(batch, _worker_ring(self.max_slots))
@@ -87,8 +88,9 @@ class SharedRingCollate:
             return stacked if stacked is not None else default_collate(batch)
         if isinstance(elem, Mapping):
             fields = {key: self._collate([sample[key] for sample in batch], ring) for key in elem}
+            mapping_type: Any = type(elem)  # a concrete class, which takes a dict
             try:
-                return type(elem)(fields)  # an OrderedDict stays one, as default_collate keeps it
+                return mapping_type(fields)  # an OrderedDict stays one, as default_collate keeps it
             except TypeError:
                 return fields
         if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # a namedtuple stays one
@@ -233,7 +235,7 @@ class _WorkerRing:
         return control_fd, slot_fd
 
 
-_worker_state = {}  # pid -> _WorkerRing of the worker process with that pid
+_worker_state: Dict[int, _WorkerRing] = {}  # pid -> _WorkerRing of the worker process with that pid
 
 
 def _worker_ring(max_slots):
@@ -281,7 +283,7 @@ class _MainRing:
         return False
 
 
-_main_rings = {}  # ring id -> _MainRing
+_main_rings: Dict[Any, _MainRing] = {}  # ring id -> _MainRing
 _main_lock = threading.Lock()  # batches are unpickled on the pin-memory thread too
 
 

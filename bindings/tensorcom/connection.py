@@ -7,8 +7,12 @@ copying (it holds them until written). One thread at a time per Connection.
 docs/python.md lists where it differs from the reference.
 """
 
+from __future__ import annotations
+
+import os
 from time import monotonic as _monotonic
-from urllib.parse import urlparse
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from urllib.parse import ParseResult, urlparse
 
 from . import _tensorcom
 from ._tensorcom import ArgumentError, Statistics, TimeoutError, UnavailableError
@@ -61,7 +65,7 @@ def _timeout_class():
     return _TIMEOUT
 
 
-_TIMEOUT = None
+_TIMEOUT: Optional[type] = None
 
 
 def _would_block():
@@ -87,7 +91,7 @@ def _msgpack():
     return _MSGPACK
 
 
-_MSGPACK = None
+_MSGPACK: Any = None
 
 
 def _resume_fields(arrays, infos):
@@ -132,6 +136,9 @@ def _resume_fields(arrays, infos):
 _SNDHWM, _RCVHWM, _LINGER, _RCVTIMEO, _SNDTIMEO, _SUBSCRIBE, _TYPE, _FD, _EVENTS = 23, 24, 17, 27, 28, 6, 16, 14, 15
 _POLLIN, _POLLOUT = 1, 2
 
+Urls = Union[str, Sequence[str]]
+Path = Union[str, "os.PathLike[str]"]
+
 
 class ConnectionSocket:
     """A Connection's `socket`: the message calls pyzmq code makes on the
@@ -143,10 +150,10 @@ class ConnectionSocket:
     connection's topic) and refuses others naming the Connection argument;
     fileno() makes it pollable (pyzmq's Poller, select)."""
 
-    def __init__(self, connection):
+    def __init__(self, connection: Connection) -> None:
         self._connection = connection
         self._hwm = {_SNDHWM: connection._options["send_hwm"], _RCVHWM: connection._options["recv_hwm"]}
-        self._fd = None
+        self._fd: Optional[int] = None
 
     # The fast path of tensorcom.tenbin's z* functions.
     def _tensorcom_send(self, arrays, infos, multipart):
@@ -158,28 +165,29 @@ class ConnectionSocket:
             raise _would_block()
         return got
 
-    def send_multipart(self, frames, flags=0, copy=True, track=False, **kwargs):
+    def send_multipart(self, frames: Sequence[Any], flags: int = 0, copy: bool = True, track: bool = False,
+                       **kwargs: Any) -> None:
         self._connection.send(decode_list(frames), multipart=True, allow64=True, copy=copy)
 
-    def send(self, data, flags=0, copy=True, track=False, **kwargs):
+    def send(self, data: Any, flags: int = 0, copy: bool = True, track: bool = False, **kwargs: Any) -> None:
         self._connection.send(decode_buffer(data), multipart=False, allow64=True, copy=copy)
 
-    def recv_multipart(self, flags=0, copy=True, track=False):
+    def recv_multipart(self, flags: int = 0, copy: bool = True, track: bool = False) -> List[Any]:
         arrays, infos = self._tensorcom_recv(flags)
         return encode_list(arrays, infos)
 
-    def recv(self, flags=0, copy=True, track=False):
+    def recv(self, flags: int = 0, copy: bool = True, track: bool = False) -> bytes:
         arrays, infos = self._tensorcom_recv(flags)
         return bytes(encode_buffer(arrays, infos))
 
-    def close(self, linger=None):
+    def close(self, linger: Optional[int] = None) -> None:
         self._connection.close()
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._connection.socket is not self
 
-    def setsockopt(self, option, value):
+    def setsockopt(self, option: int, value: Any) -> None:
         c = self._connection
         if option == _RCVTIMEO:
             c.timeout = None if value < 0 else value / 1000.0
@@ -194,7 +202,7 @@ class ConnectionSocket:
             raise UnavailableError(f"socket option {option} = {value!r}: give it as a Connection argument (timeout, "
                                    "linger, send_hwm, recv_hwm, topic, ...): see docs/python.md")
 
-    def getsockopt(self, option):
+    def getsockopt(self, option: int) -> int:
         c = self._connection
         if option == _RCVTIMEO:
             return -1 if c.timeout is None else int(round(c.timeout * 1000))
@@ -208,24 +216,25 @@ class ConnectionSocket:
 
     setsockopt_string = setsockopt
 
-    def fileno(self):
+    def fileno(self) -> int:
         """A descriptor, the same for the connection's life, that polls
         readable while a batch may be received (pyzmq's Poller and select
         call this before each wait, which is what keeps it true)."""
-        self._fd = self._connection._core().fileno()
-        return self._fd
+        fd: int = self._connection._core().fileno()
+        self._fd = fd
+        return fd
 
     # pyzmq's Poller.poll reports objects polled by fileno() as that number:
     # equal to it, `socket in dict(poller.poll())` holds as for a pyzmq socket.
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(self._fd if self._fd is not None else self.fileno())
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if isinstance(other, int) and not isinstance(other, bool):
             return other == (self._fd if self._fd is not None else self.fileno())
         return self is other
 
-    def poll(self, timeout=None, flags=_POLLIN):
+    def poll(self, timeout: Optional[float] = None, flags: int = _POLLIN) -> int:
         """pyzmq's Socket.poll: POLLIN if a batch can be received within
         timeout milliseconds (None: forever), else 0."""
         import select
@@ -299,15 +308,18 @@ class Connection:
     batch_sampler (None, for DataLoader), addr (urlparse of the last URL).
     """
 
-    def __init__(self, url=None, epoch=_DEFAULTS["epoch"], total=_DEFAULTS["total"], multipart=_DEFAULTS["multipart"],
-                 infos=None, device=None, allow64=False, raw=False, batch_transforms=None, batch_count=True,
-                 converters=None, report=-1, stats_horizon=_DEFAULTS["stats_horizon"], noexpand=False, *,
-                 timeout=_DEFAULTS["timeout"], copy=True, topic=None, send_hwm=_DEFAULTS["send_hwm"],
-                 recv_hwm=_DEFAULTS["recv_hwm"], queue_bytes=_DEFAULTS["queue_bytes"], heartbeat=_DEFAULTS["heartbeat"],
-                 heartbeat_timeout=_DEFAULTS["heartbeat_timeout"], reconnect=_DEFAULTS["reconnect"],
-                 reconnect_max=_DEFAULTS["reconnect_max"], linger=_DEFAULTS["linger"],
-                 max_message_size=_DEFAULTS["max_message_size"], curve_secret=None, curve_server=None,
-                 curve_allow=None):
+    def __init__(self, url: Optional[Urls] = None, epoch: int = _DEFAULTS["epoch"], total: int = _DEFAULTS["total"],
+                 multipart: bool = _DEFAULTS["multipart"], infos: Optional[Sequence[str]] = None, device: Any = None,
+                 allow64: bool = False, raw: bool = False, batch_transforms: Any = None, batch_count: bool = True,
+                 converters: Any = None, report: int = -1, stats_horizon: int = _DEFAULTS["stats_horizon"],
+                 noexpand: bool = False, *, timeout: Optional[float] = _DEFAULTS["timeout"], copy: bool = True,
+                 topic: Optional[str] = None, send_hwm: int = _DEFAULTS["send_hwm"],
+                 recv_hwm: int = _DEFAULTS["recv_hwm"], queue_bytes: int = _DEFAULTS["queue_bytes"],
+                 heartbeat: float = _DEFAULTS["heartbeat"], heartbeat_timeout: float = _DEFAULTS["heartbeat_timeout"],
+                 reconnect: float = _DEFAULTS["reconnect"], reconnect_max: float = _DEFAULTS["reconnect_max"],
+                 linger: float = _DEFAULTS["linger"], max_message_size: int = _DEFAULTS["max_message_size"],
+                 curve_secret: Optional[Path] = None, curve_server: Optional[Path] = None,
+                 curve_allow: Optional[Path] = None) -> None:
         if device is not None and converters is not None:
             raise ArgumentError("give converters or device, not both")
         self.epoch = epoch
@@ -327,23 +339,23 @@ class Connection:
         self.sampler = None  # DataLoader looks for these
         self.batch_sampler = None
         self.context = None  # the ZeroMQ context lives in C++
-        self.addr = None
+        self.addr: Optional[ParseResult] = None
         self._options = dict(multipart=multipart, timeout=timeout, epoch=epoch, total=total, topic=topic,
                              send_hwm=send_hwm, recv_hwm=recv_hwm, queue_bytes=queue_bytes, heartbeat=heartbeat,
                              heartbeat_timeout=heartbeat_timeout, reconnect=reconnect, reconnect_max=reconnect_max,
                              linger=linger, max_message_size=max_message_size, stats_horizon=stats_horizon,
                              expand_braces=not noexpand, curve_secret=_path_or_none(curve_secret),
                              curve_server=_path_or_none(curve_server), curve_allow=_path_or_none(curve_allow))
-        self._c = None
-        self._socket = None
+        self._c: Any = None  # the C++ connection (tensorcom._tensorcom._Connection)
+        self._socket: Optional[ConnectionSocket] = None
         self._stats = Statistics(stats_horizon)  # until connected
         self._tracker = EpochTracker()      # what was handed out, by stream, and iter_epoch's state
-        self._feeder = None                 # the C++ GPU feeder that receives for torch_cuda,
-        self._feeding = None                # and whether it does (None: decided at the first receive)
+        self._feeder: Any = None            # the C++ GPU feeder that receives for torch_cuda,
+        self._feeding: Optional[bool] = None  # and whether it does (None: decided at the first receive)
         if url is not None:
             self.connect(url)
 
-    def connect(self, url, topic=None):
+    def connect(self, url: Urls, topic: Optional[str] = None) -> None:
         """Binds or connects URLs (a str or a list; braces are expanded), all on
         one socket; may be called again to add more of the same kind.
         topic: the SUB subscription (default: the URL's #fragment, else all)."""
@@ -369,11 +381,11 @@ class Connection:
         return self._c
 
     @property
-    def socket(self):
+    def socket(self) -> Optional[ConnectionSocket]:
         """The connection's socket (ConnectionSocket), None before connect() and after close()."""
         return self._socket
 
-    def close(self):
+    def close(self) -> None:
         """Closes the socket. Queued batches get up to `linger` seconds to go if
         a peer ever connected; otherwise, and for receivers, it closes at once."""
         if self._feeder is not None:
@@ -383,15 +395,16 @@ class Connection:
             self._c.close()
         self._socket = None
 
-    def __enter__(self):
+    def __enter__(self) -> Connection:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # --- sending ---------------------------------------------------------------
 
-    def send(self, data, infos=None, allow64=None, multipart=None, copy=None):
+    def send(self, data: Any, infos: Optional[Sequence[str]] = None, allow64: Optional[bool] = None,
+             multipart: Optional[bool] = None, copy: Optional[bool] = None) -> None:
         """Sends a list of arrays (or of anything numpy.asarray takes, CPU torch
         tensors included), copied into the message before send returns.
         copy=False (default: the connection's copy) hands C-contiguous
@@ -404,11 +417,11 @@ class Connection:
                           self.multipart if multipart is None else multipart, self.copy if copy is None else copy)
         self.count += 1
 
-    def write(self, data):
+    def write(self, data: Any) -> None:
         """Alias for send."""
         self.send(data)
 
-    def serve(self, source, report=-1):
+    def serve(self, source: Any, report: int = -1) -> None:
         """Sends every batch of an iterable; prints "count N rate ..." every report samples."""
         count, next_report = 0, 0
         for batch in source:
@@ -494,7 +507,7 @@ class Connection:
         self.batch_size = _first_dim(batch)
         return (batch, got_infos) if infos else batch
 
-    def recv(self, timeout=_WAIT, infos=False):
+    def recv(self, timeout: Any = _WAIT, infos: bool = False) -> Any:
         """The next batch, transformed and converted.
 
         Without timeout it waits as iteration does (the connection's timeout,
@@ -506,11 +519,11 @@ class Connection:
             return None
         return self._deliver(got, infos)
 
-    def batchsize(self, xs):
+    def batchsize(self, xs: Sequence[Any]) -> int:
         """Samples in a batch (batch_count), else 1."""
         return _first_dim(xs) if self.batch_count else 1
 
-    def items(self, report=None):
+    def items(self, report: Optional[int] = None) -> Iterator[Any]:
         """Yields batches until count reaches total (forever if total < 0)."""
         report = self.report if report is None else report
         samples, next_report = 0, 0
@@ -522,10 +535,10 @@ class Connection:
             samples += self.batchsize(batch)
             yield batch
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return self.items()
 
-    def __len__(self):
+    def __len__(self) -> int:
         """The epoch given at construction (the reference's convention)."""
         return self.epoch
 
@@ -536,7 +549,7 @@ class Connection:
     held_bytes_limit = EpochTracker.held_bytes_limit
     held_batches_limit = EpochTracker.held_batches_limit
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """The resume token (tensorcom.resume): which batches of which server
         streams this connection handed out, plus any token loaded. A new
         JSON-able dict. Gather every rank's and join them with
@@ -544,7 +557,7 @@ class Connection:
         without resume metadata and none with it."""
         return self._tracker.state_dict()
 
-    def load_state_dict(self, token):
+    def load_state_dict(self, token: Mapping[str, Any]) -> None:
         """Takes a resume token (state_dict(), merge_state_dicts(), JSON
         round-tripped or not): its consumed batches count as handed out, so a
         batch received again raises ArgumentError (the server served it
@@ -554,7 +567,7 @@ class Connection:
         changes then."""
         self._tracker.load_state_dict(token)
 
-    def iter_epoch(self, servers=None):
+    def iter_epoch(self, servers: Optional[int] = None) -> Iterator[Any]:
         """A generator of exactly one epoch's batches (what recv() returns)
         from every stream this connection reads; the next call yields the
         next epoch. The first epoch is the loaded token's lowest incomplete
@@ -594,23 +607,23 @@ class Connection:
     # --- state -------------------------------------------------------------------
 
     @property
-    def timeout(self):
+    def timeout(self) -> Optional[float]:
         """Seconds recv() and iteration wait for a batch (None: forever)."""
         return self._options["timeout"]
 
     @timeout.setter
-    def timeout(self, seconds):
+    def timeout(self, seconds: Optional[float]) -> None:
         if self._c is not None:
             self._c.set_timeout(seconds)
         self._options["timeout"] = seconds
 
     @property
-    def stats(self):
+    def stats(self) -> Statistics:
         """tensorcom.Statistics of the batches sent or received so far (live:
         reset() resets the connection's)."""
         return self._stats if self._c is None else self._c.stats
 
-    def serve_metrics(self, address):
+    def serve_metrics(self, address: str) -> str:
         """Serves Prometheus metrics of what this connection receives (batches,
         samples, bytes, malformed messages by kind, seconds blocked waiting) on
         "HOST:PORT" (port 0: any free port), on a thread of its own until the
@@ -619,19 +632,19 @@ class Connection:
         return self._core().serve_metrics(address)
 
     @property
-    def malformed(self):
+    def malformed(self) -> Dict[str, int]:
         """{kind: count} of malformed messages received and skipped."""
         return self._core().malformed
 
     @property
-    def urls(self):
+    def urls(self) -> List[str]:
         return self._core().urls
 
     @property
-    def bound_addresses(self):
+    def bound_addresses(self) -> List[str]:
         """For binding URLs, the addresses bound (port 0 replaced by the real port)."""
         return self._core().bound_addresses
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         where = self._c.describe() if self._c is not None else "not connected"
         return f"<tensorcom.Connection {where}>"

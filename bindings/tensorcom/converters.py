@@ -8,9 +8,14 @@ name from converter_table. tonumpy and totorch make them, as the reference's
 zcom.tonumpy and zcom.totorch.
 """
 
-from collections.abc import Mapping
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._tensorcom import ArgumentError
+
+# What a converter is: a callable taking one array.
+Converter = Callable[[Any], Any]
 
 
 def _torch_support():
@@ -27,11 +32,11 @@ class NumpyConverter:
     """torch tensor -> numpy array, images (C,H,W) and (B,C,H,W) with C in 3, 4
     permuted to channels-last (H,W,C), (B,H,W,C); anything else passes."""
 
-    def __init__(self, dtype=None, transpose=True):
+    def __init__(self, dtype: Any = None, transpose: bool = True) -> None:
         self.dtype = dtype
         self.transpose = transpose
 
-    def __call__(self, a):
+    def __call__(self, a: Any) -> Any:
         if not _is_torch_tensor(a):
             return a
         if self.transpose and a.ndim == 3 and a.shape[0] in (3, 4):
@@ -42,12 +47,13 @@ class NumpyConverter:
         return out if self.dtype is None else out.astype(self.dtype)
 
 
-def tonumpy(dtype=None, transpose=True):
+def tonumpy(dtype: Any = None, transpose: bool = True) -> NumpyConverter:
     """A converter from torch tensors to numpy arrays (the reference's tonumpy)."""
     return NumpyConverter(dtype=dtype, transpose=transpose)
 
 
-def totorch(dtype=None, device="cpu", transpose=True, normalize=None, prefetch=2):
+def totorch(dtype: Any = None, device: Any = "cpu", transpose: bool = True, normalize: Any = None,
+            prefetch: int = 2) -> Converter:
     """A converter from numpy arrays to torch tensors on device (the reference's
     totorch): floats become float32 and wider integers int64 unless dtype says
     otherwise; images (H,W,C), (B,H,W,C) with C in 3, 4 become channels-first.
@@ -61,7 +67,7 @@ def totorch(dtype=None, device="cpu", transpose=True, normalize=None, prefetch=2
     return torch.CudaConverter(device=device, dtype=dtype, transpose=transpose, normalize=normalize, prefetch=prefetch)
 
 
-def device_converter(device):
+def device_converter(device: Any) -> Converter:
     """The converter for a Connection's device=: torch tensors on that device."""
     name = str(device)
     if name == "cpu" or name.startswith("cuda"):
@@ -71,38 +77,38 @@ def device_converter(device):
 
 # Name -> factory. Each Connection that names a converter gets one of its
 # own (the CUDA one keeps a stream).
-_factories = {
+_factories: Dict[str, Callable[[], Converter]] = {
     "numpy": tonumpy,
     "torch": totorch,
     "torch_cuda": lambda: totorch(device="cuda"),
 }
 
 
-class ConverterTable(Mapping):
+class ConverterTable(Mapping[str, Converter]):
     """name -> converter, as the reference's converter_table: "numpy", "torch",
     "torch_cuda". Each is made on first lookup, so torch is imported only by
     those who ask for a torch converter."""
 
-    def __init__(self, factories):
+    def __init__(self, factories: Mapping[str, Callable[[], Converter]]) -> None:
         self._factories = factories
-        self._made = {}
+        self._made: Dict[str, Converter] = {}
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> Converter:
         if name not in self._made:
             self._made[name] = self._factories[name]()
         return self._made[name]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._factories)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._factories)
 
 
 converter_table = ConverterTable(_factories)
 
 
-def listify(x):
+def listify(x: Any) -> Optional[Union[List[Any], Tuple[Any, ...]]]:
     """None for None, a list or tuple as is, [x] for anything else."""
     if x is None:
         return None
@@ -111,12 +117,12 @@ def listify(x):
     return [x]
 
 
-def make_converters(spec):
+def make_converters(spec: Any) -> Optional[List[Optional[Converter]]]:
     """The converters for a `converters=` argument: None, or a list of callables and Nones."""
     items = listify(spec)
     if items is None:
         return None
-    out = []
+    out: List[Optional[Converter]] = []
     for item in items:
         if isinstance(item, str):
             factory = _factories.get(item)
@@ -130,7 +136,7 @@ def make_converters(spec):
     return out
 
 
-def transform_with(sample, transformers):
+def transform_with(sample: Sequence[Any], transformers: Optional[Sequence[Optional[Converter]]]) -> Any:
     """Applies transformers[i % len(transformers)] to sample[i] (None: unchanged)."""
     if not transformers:
         return sample

@@ -6,6 +6,7 @@ tensorcom.TensorcomDataset is asked for.
 
 import os
 import warnings
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Union
 
 import torch
 
@@ -84,15 +85,16 @@ class TensorcomDataset(torch.utils.data.IterableDataset):
     loaded (with workers, the case it can tell).
     """
 
-    def __init__(self, urls, length=1000000, rank=None, world=None, *, by_epoch=False, servers=None,
-                 **connection_options):
+    def __init__(self, urls: Union[str, Sequence[str]], length: int = 1000000, rank: Optional[int] = None,
+                 world: Optional[int] = None, *, by_epoch: bool = False, servers: Optional[int] = None,
+                 **connection_options: Any) -> None:
         super().__init__()
         if (rank is None) != (world is None):
             raise ArgumentError("TensorcomDataset: give rank and world together, or neither")
         _check_urls(urls)
         if isinstance(length, bool) or not isinstance(length, int) or length < 0:
             raise ArgumentError(f"TensorcomDataset: length must be a whole number of batches >= 0, not {length!r}")
-        if rank is not None:
+        if rank is not None and world is not None:  # both or neither, checked above
             urls = rank_urls(urls, rank, world, not connection_options.get("noexpand", False))
         if servers is not None and (type(servers) is not int or servers < 1):
             raise ArgumentError(f"TensorcomDataset: servers must be a whole number >= 1, not {servers!r}")
@@ -101,11 +103,11 @@ class TensorcomDataset(torch.utils.data.IterableDataset):
         self.by_epoch = bool(by_epoch)
         self.servers = servers
         self.connection_options = connection_options
-        self.con = None
-        self._pid = None
-        self._token = None  # loaded before the connection was made
+        self.con: Optional[Connection] = None
+        self._pid: Optional[int] = None
+        self._token: Optional[ConsumedBatches] = None  # loaded before the connection was made
 
-    def connection(self):
+    def connection(self) -> Connection:
         if self.con is None or self._pid != os.getpid():
             con = Connection(self.urls, **self.connection_options)
             if self._token is not None:
@@ -113,7 +115,7 @@ class TensorcomDataset(torch.utils.data.IterableDataset):
             self.con, self._pid, self._token = con, os.getpid(), None
         return self.con
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """The connection's resume token (Connection.state_dict)."""
         if self.con is None or self._pid != os.getpid():
             if self._token is not None:
@@ -123,7 +125,7 @@ class TensorcomDataset(torch.utils.data.IterableDataset):
                                 "seen here: use num_workers=0 to resume")
         return self.con.state_dict()
 
-    def load_state_dict(self, token):
+    def load_state_dict(self, token: Mapping[str, Any]) -> None:
         """Loads a resume token into the connection (Connection.load_state_dict),
         now if it exists, else when it is made."""
         if self.con is None or self._pid != os.getpid():
@@ -147,7 +149,7 @@ class TensorcomDataset(torch.utils.data.IterableDataset):
             return self.length
         return 0
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         if self.by_epoch:
             if self._share() == 0:
                 return
@@ -160,10 +162,10 @@ class TensorcomDataset(torch.utils.data.IterableDataset):
         for _ in range(share):
             yield connection.recv()
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.length
 
-    def close(self):
+    def close(self) -> None:
         if self.con is not None:
             self.con.close()
             self.con = None

@@ -36,9 +36,12 @@ Compose to from_torchvision): they are replaced by these, with their
 arguments.
 """
 
+from __future__ import annotations
+
 import os
 import sys
 import threading
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -58,6 +61,13 @@ IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".pgm", ".pbm", ".pnm", ".bmp
 # Larger images are refused with ImageError (problem "too many pixels"):
 # a small file can declare gigabytes of pixels.
 MAX_PIXELS = 1 << 28
+
+# Encoded image bytes; a size (an int, or (height, width)); a generator
+# argument (a Generator, a seed, or None); a file name.
+Encoded = Union[bytes, bytearray, memoryview, np.ndarray]
+Size = Union[int, Sequence[int]]
+GeneratorLike = Union["Generator", int, None]
+Path = Union[str, "os.PathLike[str]"]
 
 _INTERPOLATIONS = {"bilinear": "bilinear", "bicubic": "bicubic", "fast": "fast", 2: "bilinear", 3: "bicubic"}
 
@@ -108,13 +118,13 @@ def _check_encoded(data, name):
     return data
 
 
-def read_bytes(path):
+def read_bytes(path: Path) -> bytes:
     """An ImageFolder loader: the file's bytes, undecoded (these transforms decode them)."""
     with open(path, "rb") as f:
         return f.read()
 
 
-def is_image_file(path):
+def is_image_file(path: Path) -> bool:
     """Whether ImageFolder should list path: its extension is one of IMG_EXTENSIONS."""
     return str(path).lower().endswith(IMG_EXTENSIONS)
 
@@ -131,14 +141,14 @@ class Generator:
     worker's torch seed, so that workers and epochs differ and a run seeded
     with torch.manual_seed repeats."""
 
-    def __init__(self, seed=None):
+    def __init__(self, seed: Optional[int] = None) -> None:
         self._requested = _checked_seed(seed)
         self._lock = threading.Lock()
         self._key = None  # what the stream was started from
         self._seed = 0
         self._sequence = 0
 
-    def manual_seed(self, seed):
+    def manual_seed(self, seed: Optional[int]) -> Generator:
         """Restarts the stream from seed (as torch.Generator.manual_seed)."""
         seed = _checked_seed(seed)
         with self._lock:
@@ -150,7 +160,7 @@ class Generator:
         # DataLoader worker when its torch seed does (a new epoch's workers).
         return os.getpid(), _torch_seed() if _worker_id() is not None else None
 
-    def draw(self):
+    def draw(self) -> Tuple[int, int]:
         """The next image's (seed, sequence)."""
         if self._requested is None:
             torch = sys.modules.get("torch")
@@ -222,24 +232,24 @@ def _generator(generator):
     return Generator(generator)
 
 
-def decode(data):
+def decode(data: Encoded) -> np.ndarray:
     """The whole image as a uint8 (height, width, 3) RGB array, for every
     format the servers accept (JPEG, PNG, PNM, BMP, WebP; greyscale, CMYK,
     16-bit and alpha images come out RGB uint8). Raises ImageError."""
     return _decoder().decode(_check_encoded(data, "decode"))
 
 
-def image_size(data):
+def image_size(data: Encoded) -> Tuple[int, int]:
     """(width, height) from the image's header, without decoding."""
     return _tc.image_size(_check_encoded(data, "image_size"))
 
 
-def image_format(data):
+def image_format(data: Encoded) -> str:
     """'jpeg', 'png', 'pnm', 'bmp', 'webp' or 'unknown', from the first bytes."""
     return _tc.image_format(_check_encoded(data, "image_format"))
 
 
-_decoders = {}
+_decoders: Dict[int, Any] = {}  # pid -> the C++ engine
 
 
 def _decoder():
@@ -259,8 +269,9 @@ class RandomResizedCrop:
     accepted for torchvision's signature; like PIL, the filters always
     antialias."""
 
-    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0), interpolation="bilinear",
-                 antialias=True, generator=None):
+    def __init__(self, size: Size, scale: Tuple[float, float] = (0.08, 1.0),
+                 ratio: Tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0), interpolation: Any = "bilinear",
+                 antialias: bool = True, generator: GeneratorLike = None) -> None:
         self.size = _size_pair(size, "RandomResizedCrop")
         self.scale = _range_pair(scale, "scale")
         if self.scale[1] > 1:
@@ -272,7 +283,8 @@ class RandomResizedCrop:
         self._engine = _Fused(self, None)
 
     @staticmethod
-    def get_params(img, scale, ratio, generator=None):
+    def get_params(img: Any, scale: Tuple[float, float], ratio: Tuple[float, float],
+                   generator: GeneratorLike = None) -> Tuple[int, int, int, int]:
         """(top, left, height, width) of a crop of img (encoded bytes, or a
         decoded HWC array), as torchvision's get_params returns them."""
         width, height = _width_height(img)
@@ -281,13 +293,13 @@ class RandomResizedCrop:
                                              seed, sequence)
         return y, x, h, w
 
-    def crop(self, data, top, left, height, width, flip=False):
+    def crop(self, data: Encoded, top: int, left: int, height: int, width: int, flip: bool = False) -> Any:
         """The box get_params gave, resized to size (and mirrored if flip)."""
         out_h, out_w = self.size
         return self._engine.transform.render(_check_encoded(data, "RandomResizedCrop"), [left, top, width, height],
                                              [out_w, out_h], [0, 0, out_w, out_h], bool(flip))
 
-    def __call__(self, data):
+    def __call__(self, data: Encoded) -> Any:
         return self._engine(data)
 
     # The C++ engine is not pickled: it is made anew where the transform is
@@ -311,7 +323,7 @@ class RandomHorizontalFlip:
     decoded HWC array (or a torch CHW tensor), or decodes encoded bytes
     first."""
 
-    def __init__(self, p=0.5, generator=None):
+    def __init__(self, p: float = 0.5, generator: GeneratorLike = None) -> None:
         p = float(p)
         if not 0 <= p <= 1:
             raise ValueError(f"RandomHorizontalFlip: p must lie in [0, 1], not {p!r}")
@@ -322,7 +334,7 @@ class RandomHorizontalFlip:
         seed, sequence = self.generator.draw()
         return np.random.default_rng([seed, sequence]).random() < self.p
 
-    def __call__(self, image):
+    def __call__(self, image: Any) -> Any:
         if isinstance(image, (bytes, bytearray, memoryview)):
             image = decode(image)
         if not self._draw():
@@ -341,7 +353,8 @@ class Resize:
     to exactly that. Followed by a CenterCrop in a Compose, only the crop's
     pixels are computed."""
 
-    def __init__(self, size, interpolation="bilinear", max_size=None, antialias=True):
+    def __init__(self, size: Size, interpolation: Any = "bilinear", max_size: Optional[int] = None,
+                 antialias: bool = True) -> None:
         if isinstance(size, (int, np.integer)) or (isinstance(size, (tuple, list)) and len(size) == 1):
             shorter = _size_pair(size, "Resize")[0]
             self.spec = [shorter, 0, 0, 0 if max_size is None else int(max_size)]
@@ -356,7 +369,7 @@ class Resize:
         self.max_size = max_size
         self.interpolation = _interpolation_name(interpolation)
         self.antialias = antialias
-        self._transform = None
+        self._transform: Any = None
 
     def _engine(self):
         if self._transform is None:
@@ -364,7 +377,7 @@ class Resize:
                                                  self.interpolation, MAX_PIXELS)
         return self._transform
 
-    def __call__(self, data):
+    def __call__(self, data: Encoded) -> Any:
         return self._engine().resize(_check_encoded(data, "Resize"))
 
     def __getstate__(self):
@@ -380,10 +393,10 @@ class CenterCrop:
     decoded first). A crop larger than the image pads it with zeros, as
     torchvision does."""
 
-    def __init__(self, size):
+    def __init__(self, size: Size) -> None:
         self.size = _size_pair(size, "CenterCrop")
 
-    def __call__(self, image):
+    def __call__(self, image: Any) -> Any:
         if isinstance(image, (bytes, bytearray, memoryview)):
             image = decode(image)
         return _center_crop_array(image, self.size)
@@ -409,7 +422,7 @@ class PILToTensor:
     """An HWC uint8 array as a CHW uint8 torch tensor (a view, as
     torchvision's PILToTensor returns it); needs torch."""
 
-    def __call__(self, image):
+    def __call__(self, image: Any) -> Any:
         import torch
         return torch.from_numpy(np.asarray(image)).permute(2, 0, 1)
 
@@ -453,11 +466,11 @@ class Compose:
     become one call on the encoded bytes. Any other callables (torchvision's
     ToTensor, Normalize, ...) run after, in order."""
 
-    def __init__(self, transforms):
+    def __init__(self, transforms: Sequence[Callable[[Any], Any]]) -> None:
         self.transforms = [_from_torchvision_one(t) for t in transforms]
         self._steps = _fuse(self.transforms)
 
-    def __call__(self, data):
+    def __call__(self, data: Any) -> Any:
         for step in self._steps:
             data = step(data)
         return data
@@ -474,7 +487,7 @@ class Compose:
         return f"{type(self).__name__}([{inner}\n])"
 
 
-def from_torchvision(transform):
+def from_torchvision(transform: Any) -> Compose:
     """The same transform on encoded bytes: a torchvision Compose (or one
     transform) whose RandomResizedCrop, RandomHorizontalFlip, Resize,
     CenterCrop and PILToTensor become these, the rest kept as they are."""

@@ -8,11 +8,13 @@ every server, each rank then gets S / R x K batches per epoch, the same for
 all ranks, and no sample reaches two ranks. See docs/deploy.md.
 """
 
+from typing import List, Sequence, Union
+
 from . import _tensorcom
 from ._tensorcom import ArgumentError
 
 
-def rank_urls(urls, rank, world, expand_braces=True):
+def rank_urls(urls: Union[str, Sequence[str]], rank: int, world: int, expand_braces: bool = True) -> List[str]:
     """The URLs (a list, braces expanded) trainer rank `rank` of `world`
     connects to: urls[rank::world] of the expanded list.
 

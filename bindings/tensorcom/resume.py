@@ -124,7 +124,7 @@ def _insert(ranges, i):
 
 def _union(range_lists):
     """The union of several range lists, sorted, with overlapping and adjacent ranges joined."""
-    merged = []
+    merged: List[List[int]] = []
     for a, b in sorted(r for ranges in range_lists for r in ranges):
         if merged and a <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], b)
@@ -251,11 +251,12 @@ class ConsumedBatches:
 
     def _check(self, meta: Meta) -> Tuple[str, int, int, Optional[int]]:
         get = meta.get
-        name = get("stream")
+        # Any: each is checked below, before it is used as what it must be.
+        name: Any = get("stream")
         if type(name) is not str:
             _stream_name(name, "batch metadata 'stream'")
-        index = get("batch")
-        epoch = get("epoch")
+        index: Any = get("batch")
+        epoch: Any = get("epoch")
         if (type(index) is not int or type(epoch) is not int
                 or not (0 <= index <= MAX_COUNT and 0 <= epoch <= MAX_COUNT)):
             _count(index, "batch metadata 'batch'")
@@ -406,11 +407,11 @@ class EpochTracker:
         try:
             name, epoch, _ = consumed._record(meta)
         except _Invalid:
-            name = meta.get("stream")
-            if self._loaded or not isinstance(name, str):
+            stream = meta.get("stream")
+            if self._loaded or not isinstance(stream, str):
                 raise
-            consumed.forget(name)  # restarted from its beginning, or with another configuration
-            self._latest.pop(name, None)
+            consumed.forget(stream)  # restarted from its beginning, or with another configuration
+            self._latest.pop(stream, None)
             name, epoch, _ = consumed._record(meta)
         self._tracked += 1
         if epoch > self._latest.get(name, -1):
@@ -524,7 +525,7 @@ class EpochTracker:
 def _parse_ranges(value, where, batches):
     if not isinstance(value, (list, tuple)):
         raise _Invalid(f"{where}: expected a list of [start, end] ranges, got {type(value).__name__}")
-    ranges = []
+    ranges: List[List[int]] = []
     for k, pair in enumerate(value):
         what = f"{where}[{k}]"
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
@@ -625,7 +626,7 @@ def merge_state_dicts(dicts: Iterable[Mapping[str, Any]]) -> Token:
 
 def _merge(dicts):
     dicts = list(dicts)
-    merged = {}
+    merged: Dict[str, _Stream] = {}
     for n, token in enumerate(dicts):
         try:
             streams = _parse(token)

@@ -15,8 +15,11 @@ The z* functions take a pyzmq socket, as the reference's, or the `socket`
 of a tensorcom.Connection (then the C++ connection does the work).
 """
 
+from __future__ import annotations
+
 import os
 import struct
+from typing import Any, BinaryIO, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -31,8 +34,15 @@ short_to_long = {code: name for name, code in long_to_short.items()}
 
 _64BIT = ("float64", "int64", "uint64")
 
+# A list of arrays; infos given to encode (one string an array); infos asked
+# of a decode (False, True, or the list they must equal); a file name.
+Arrays = Sequence[Any]
+EncodeInfos = Optional[Sequence[str]]
+DecodeInfos = Union[bool, Sequence[str], None]
+Path = Union[str, "os.PathLike[str]"]
 
-def bytelen(a):
+
+def bytelen(a: Any) -> int:
     """The length of a in bytes (arrays, bytes, bytearray, memoryview)."""
     if hasattr(a, "nbytes"):
         return a.nbytes
@@ -41,7 +51,7 @@ def bytelen(a):
     raise ValueError(a, "cannot determine nbytes")
 
 
-def bytedata(a):
+def bytedata(a: Any) -> Any:
     """The raw data of a: itself for bytes-like objects, a.data for arrays."""
     if isinstance(a, (bytes, bytearray, memoryview)):
         return a
@@ -54,7 +64,7 @@ def _dtype_name(a):
     return str(getattr(a, "dtype", type(a).__name__)).removeprefix("torch.")  # numpy or torch
 
 
-def check_acceptable_input_type(data, allow64):
+def check_acceptable_input_type(data: Arrays, allow64: bool) -> None:
     """Raises ArgumentError unless every array has a tenbin dtype, and (unless
     allow64) none is float64, int64 or uint64."""
     for i, a in enumerate(data):
@@ -66,7 +76,7 @@ def check_acceptable_input_type(data, allow64):
                                 "(on the Connection or the send)")
 
 
-def str64(s):
+def str64(s: str) -> int:
     """The int64 whose 8 little-endian bytes are s, NUL-padded (at most 8 ASCII characters)."""
     b = s.encode("ascii")
     if len(b) > 8:
@@ -74,7 +84,7 @@ def str64(s):
     return struct.unpack("<q", b.ljust(8, b"\0"))[0]
 
 
-def unstr64(i):
+def unstr64(i: int) -> str:
     """The string of an int64 made by str64."""
     return struct.pack("<q", int(i)).decode("ascii").strip("\0")
 
@@ -84,12 +94,12 @@ magic = str64(magic_str)
 magic_bytes = magic_str.encode("ascii")
 
 
-def roundup(n, k=64):
+def roundup(n: int, k: int = 64) -> int:
     """n rounded up to a multiple of k."""
     return k * ((n + k - 1) // k)
 
 
-def check_infos(data, infos, required_infos=None):
+def check_infos(data: Any, infos: Sequence[str], required_infos: DecodeInfos = None) -> Any:
     """The reference's infos logic: data, (data, infos), or a check of the
     infos against required_infos (as far as both go)."""
     if required_infos is None or required_infos is False:
@@ -102,7 +112,7 @@ def check_infos(data, infos, required_infos=None):
     return data
 
 
-def as_list(l):
+def as_list(l: Any) -> Any:
     """l as a list of arrays; one array is refused (not split into rows) by the C++ side."""
     return l if isinstance(l, (list, tuple, np.ndarray)) else list(l)
 
@@ -115,17 +125,17 @@ def _infos_for(arrays, infos):
     return list(infos)
 
 
-def encode_header(a, info=""):
+def encode_header(a: Any, info: str = "") -> bytes:
     """The header payload of one array: int64 words dtype code, info, ndim, dims."""
     return _c.encode_header(a, info)
 
 
-def decode_header(h):
+def decode_header(h: Any) -> Any:
     """(shape, dtype, info) of a header payload (a tuple of ints, a numpy dtype, a str)."""
     return _c.decode_header(h)
 
 
-def encode_list(l, infos=None):
+def encode_list(l: Arrays, infos: EncodeInfos = None) -> List[Any]:
     """[header, data, header, data, ...]: the frames of a multipart message.
 
     Headers are bytes; data frames are memoryviews of the arrays (no copy when
@@ -140,7 +150,7 @@ def encode_list(l, infos=None):
     return frames
 
 
-def decode_list(l, infos=False):
+def decode_list(l: Sequence[Any], infos: DecodeInfos = False) -> Any:
     """The arrays of a multipart message's frames (any buffer objects, zmq.Frame too)."""
     arrays, got = _c.decode_frames(list(l))
     return check_infos(arrays, got, infos)
@@ -154,7 +164,7 @@ def _bytes_view(b):
     return view.cast("B") if view.ndim != 1 or view.format != "B" else view
 
 
-def encode_chunks(l):
+def encode_chunks(l: Sequence[Any]) -> bytearray:
     """One buffer holding each buffer of l as a chunk: magic, int64 length,
     the bytes, zero padding to a multiple of 64."""
     views = [_bytes_view(b) for b in l]
@@ -167,24 +177,24 @@ def encode_chunks(l):
     return result
 
 
-def decode_chunks(buf):
+def decode_chunks(buf: Any) -> List[memoryview]:
     """The payloads of buf's chunks, as memoryviews of buf (no copy)."""
     view = _bytes_view(buf)
     return [view[offset:offset + size] for offset, size in _c.chunk_spans(view)]
 
 
-def encode_buffer(l, infos=None):
+def encode_buffer(l: Arrays, infos: EncodeInfos = None) -> Any:
     """The single-buffer encoding of a list of arrays, as a bytearray."""
     return _c.encode_buffer(as_list(l), infos)
 
 
-def decode_buffer(buf, infos=False):
+def decode_buffer(buf: Any, infos: DecodeInfos = False) -> Any:
     """The arrays of a single buffer (bytes, bytearray, memoryview, numpy array...)."""
     arrays, got = _c.decode_buffer(buf)
     return check_infos(arrays, got, infos)
 
 
-def write_chunk(stream, buf):
+def write_chunk(stream: BinaryIO, buf: Any) -> None:
     """Writes one chunk (magic, length, bytes, padding) to a binary stream."""
     view = _bytes_view(buf)
     stream.write(magic_bytes + struct.pack("<q", len(view)))
@@ -218,7 +228,7 @@ def _read_exactly(stream, n, what, offset):
     return data
 
 
-def read_chunk(stream):
+def read_chunk(stream: BinaryIO) -> Optional[bytes]:
     """The payload of the next chunk of a binary stream (a bytearray), or None at its end."""
     start = stream.tell() if stream.seekable() else 0
     prefix = stream.read(16)
@@ -234,12 +244,12 @@ def read_chunk(stream):
     return data
 
 
-def write(stream, l, infos=None):
+def write(stream: BinaryIO, l: Arrays, infos: EncodeInfos = None) -> None:
     """Writes a list of arrays to a binary stream, in the single-buffer encoding."""
     stream.write(encode_buffer(l, infos=infos))
 
 
-def read(stream, n=999999, infos=False):
+def read(stream: BinaryIO, n: int = 999999, infos: DecodeInfos = False) -> Any:
     """Reads up to n arrays (header and data chunks) from a binary stream."""
     chunks = []
     for _ in range(n):
@@ -258,20 +268,20 @@ def _check_name(fname, nocheck):
         raise ArgumentError(f"{os.fspath(fname)!r} does not end in .ten (pass nocheck=True to allow it)")
 
 
-def save(fname, *args, infos=None, nocheck=False):
+def save(fname: Path, *args: Any, infos: EncodeInfos = None, nocheck: bool = False) -> None:
     """Writes the arrays given as arguments to a .ten file."""
     _check_name(fname, nocheck)
     _c.write_ten(os.fspath(fname), list(args), infos)
 
 
-def load(fname, infos=False, nocheck=False):
+def load(fname: Path, infos: DecodeInfos = False, nocheck: bool = False) -> Any:
     """Every array of a .ten file (several lists back to back come as one list)."""
     _check_name(fname, nocheck)
     arrays, got = _c.read_ten(os.fspath(fname))
     return check_infos(arrays, got, infos)
 
 
-def load_lists(fname, tensors_per_list=0, infos=False):
+def load_lists(fname: Path, tensors_per_list: int = 0, infos: DecodeInfos = False) -> List[Any]:
     """The lists of a .ten file of lists back to back (as `tenbin record` writes),
     split every tensors_per_list arrays (0: inferred from the arrays' signatures)."""
     return [check_infos(arrays, got, infos) for arrays, got in _c.read_ten_lists(os.fspath(fname), tensors_per_list)]
@@ -279,7 +289,7 @@ def load_lists(fname, tensors_per_list=0, infos=False):
 
 # --- over ZeroMQ ---------------------------------------------------------------------
 
-def zsend_single(socket, l, infos=None):
+def zsend_single(socket: Any, l: Arrays, infos: EncodeInfos = None) -> Any:
     """Sends a list of arrays as one single-buffer message."""
     send = getattr(socket, "_tensorcom_send", None)
     if send is not None:
@@ -287,15 +297,16 @@ def zsend_single(socket, l, infos=None):
     return socket.send(encode_buffer(l, infos=infos), copy=False)
 
 
-def zrecv_single(socket, infos=False):
+def zrecv_single(socket: Any, infos: DecodeInfos = False) -> Any:
     """Receives a single-buffer message's arrays (from a Connection's socket: either framing)."""
     recv = getattr(socket, "_tensorcom_recv", None)
     if recv is not None:
-        return check_infos(*recv(), infos)
+        arrays, got = recv()
+        return check_infos(arrays, got, infos)
     return decode_buffer(socket.recv(copy=False), infos=infos)
 
 
-def zsend_multipart(socket, l, infos=None):
+def zsend_multipart(socket: Any, l: Arrays, infos: EncodeInfos = None) -> Any:
     """Sends a list of arrays as a multipart message (two frames an array).
 
     On a pyzmq socket the arrays are copied, as the reference does; on a
@@ -306,22 +317,23 @@ def zsend_multipart(socket, l, infos=None):
     return socket.send_multipart(encode_list(l, infos=infos))
 
 
-def zrecv_multipart(socket, infos=False):
+def zrecv_multipart(socket: Any, infos: DecodeInfos = False) -> Any:
     """Receives a multipart message's arrays (from a Connection's socket: either framing)."""
     recv = getattr(socket, "_tensorcom_recv", None)
     if recv is not None:
-        return check_infos(*recv(), infos)
+        arrays, got = recv()
+        return check_infos(arrays, got, infos)
     return decode_list(socket.recv_multipart(copy=False), infos=infos)
 
 
 # --- over SCTP (the reference's illustration, for a pysctp socket) -----------------------
 
-def sctp_send(socket, dest, l, infos=None):
+def sctp_send(socket: Any, dest: Any, l: Arrays, infos: EncodeInfos = None) -> None:
     """Sends a list of arrays as one SCTP datagram to dest."""
     socket.sctp_send(bytes(encode_buffer(l, infos=infos)), to=dest)
 
 
-def sctp_recv(socket, infos=False, maxsize=100000000):
+def sctp_recv(socket: Any, infos: DecodeInfos = False, maxsize: int = 100000000) -> Any:
     """Accepts one client on a listening SCTP socket and decodes its datagram."""
     client, _ = socket.accept()
     _, _, data, _ = client.sctp_recv(maxsize)

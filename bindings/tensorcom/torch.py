@@ -31,6 +31,8 @@ Connection has batch_transforms or several converters, and when the converter
 is called on arrays directly. Without torch.cuda it raises UnavailableError.
 """
 
+from typing import Any, Dict, Optional
+
 import numpy as np
 import torch
 
@@ -70,7 +72,7 @@ def _target_dtype(np_dtype, dtype):
     return None
 
 
-def to_chw(t):
+def to_chw(t: Any) -> Any:
     """(B,H,W,C) -> (B,C,H,W) and (H,W,C) -> (C,H,W) for C in 3, 4, as views."""
     if t.ndim == 4 and t.shape[3] in (3, 4):
         return t.permute(0, 3, 1, 2)
@@ -82,11 +84,11 @@ def to_chw(t):
 class TorchConverter:
     """numpy array -> CPU torch tensor (see the module's doc); anything else passes."""
 
-    def __init__(self, dtype=None, transpose=True):
+    def __init__(self, dtype: Any = None, transpose: bool = True) -> None:
         self.dtype = dtype
         self.transpose = transpose
 
-    def __call__(self, a):
+    def __call__(self, a: Any) -> Any:
         if not isinstance(a, np.ndarray):
             return a
         t = _cpu_tensor(a)
@@ -100,7 +102,7 @@ def _feeder_conversion(normalize):
     """The _GpuFeeder arguments of a normalize= (None, False, True or a dict)."""
     if not normalize:
         return {}
-    spec = dict(_IMAGENET, tensor=0, dtype="float32")
+    spec: Dict[str, Any] = dict(_IMAGENET, tensor=0, dtype="float32")
     if isinstance(normalize, dict):
         unknown = set(normalize) - set(spec)
         if unknown:
@@ -126,7 +128,8 @@ class CudaConverter:
     prefetch   feeder only: batches copied ahead (prefetch + 1 device buffers)
     """
 
-    def __init__(self, device="cuda", dtype=None, transpose=True, normalize=None, prefetch=2):
+    def __init__(self, device: Any = "cuda", dtype: Any = None, transpose: bool = True, normalize: Any = None,
+                 prefetch: int = 2) -> None:
         self.device = torch.device(device)
         self.dtype = dtype
         self.transpose = transpose
@@ -135,7 +138,7 @@ class CudaConverter:
         self._conversion = _feeder_conversion(normalize)  # checked now, not at the first batch
         self._stream = None
 
-    def gpu_feeder_options(self):
+    def gpu_feeder_options(self) -> Optional[Dict[str, Any]]:
         """The arguments of a tensorcom._GpuFeeder that receives for this
         converter, or None where the feeder cannot be used (no CUDA in
         tensorcom's build, or none in torch)."""
@@ -144,7 +147,7 @@ class CudaConverter:
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
         return dict(device=index, prefetch=self.prefetch, **self._conversion)
 
-    def __call__(self, a):
+    def __call__(self, a: Any) -> Any:
         if type(a) is DeviceTensor:
             return self._from_feeder(a)
         if not isinstance(a, np.ndarray):

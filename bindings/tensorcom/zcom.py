@@ -6,6 +6,8 @@ TensorcomDataset, backed by the C++ library. docs/python.md lists where
 they differ from the reference.
 """
 
+from typing import Any, Optional, Sequence, Union
+
 import numpy as np
 
 from . import tenbin  # noqa: F401
@@ -30,7 +32,7 @@ schemes = dict(
 )
 
 
-def estimate_bytes(a):
+def estimate_bytes(a: Any) -> int:
     """Bytes of a received item, as the reference counts them for its statistics."""
     if isinstance(a, (bytearray, str)):
         return len(a)
@@ -39,7 +41,7 @@ def estimate_bytes(a):
     return 8
 
 
-def zconnect(url, topic=None, **options):
+def zconnect(url: Union[str, Sequence[str]], topic: Optional[str] = None, **options: Any) -> Connection:
     """A Connection on url (a str or a list), subscribed to topic for SUB;
     options are Connection's."""
     connection = Connection(None, **options)
@@ -47,7 +49,7 @@ def zconnect(url, topic=None, **options):
     return connection
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     # torch and pyzmq are imported only by those who ask for them.
     if name == "TensorcomDataset":
         from .dataset import TensorcomDataset

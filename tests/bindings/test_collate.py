@@ -107,8 +107,8 @@ def test_slots_are_reused_batch_after_batch():
 def test_batches_kept_by_the_loop_are_never_overwritten():
     # max_slots=3 with every third batch kept: the worker runs out of free
     # slots and sends the rest as torch does.
-    loader = DataLoader(Images(600), batch_size=8, num_workers=2, collate_fn=SharedRingCollate(max_slots=3,
-                                                                                                min_bytes=1024))
+    loader = DataLoader(Images(600), batch_size=8, num_workers=2,
+                        collate_fn=SharedRingCollate(max_slots=3, min_bytes=1024))
     kept, slices = [], []
     for n, (batch, labels) in enumerate(loader):
         if n % 3 == 0:
@@ -215,7 +215,6 @@ def test_stack_planar_lays_out_hwc_images_as_chw():
 def test_stack_planar_refuses_what_it_cannot_fill(images, out, message):
     with pytest.raises(Exception, match=message):
         _tensorcom.stack_planar(images, out)
-
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="pin_memory needs CUDA")

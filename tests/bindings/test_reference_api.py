@@ -52,8 +52,8 @@ TENBIN_NAMES = """bytedata bytelen check_acceptable_input_type check_infos decod
     decode_header decode_list encode_buffer encode_chunks encode_header encode_list load read read_chunk
     roundup save sctp_recv sctp_send str64 unstr64 write write_chunk zrecv_multipart zrecv_single
     zsend_multipart zsend_single long_to_short short_to_long magic magic_bytes magic_str""".split()
-ZCOM_NAMES = """Connection Statistics TensorcomDataset converter_table default_context estimate_bytes listify schemes tenbin tonumpy
-    totorch transform_with zconnect""".split()
+ZCOM_NAMES = """Connection Statistics TensorcomDataset converter_table default_context estimate_bytes listify schemes
+    tenbin tonumpy totorch transform_with zconnect""".split()
 CONNECTION_METHODS = "batchsize close connect items recv send serve write __iter__ __len__".split()
 CONNECTION_ATTRIBUTES = """socket stats multipart infos device allow64 raw epoch total batch_transforms
     batch_count converters count report sampler batch_sampler batch_size context addr""".split()

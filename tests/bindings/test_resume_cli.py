@@ -94,8 +94,8 @@ def test_show_prints_a_line_per_stream(tmp_path, command):
         f"1/2: seed 7, fingerprint {FINGERPRINT}, epochs below 1 complete; epoch 1: 4 of 12 batches consumed (0-3)"]
     r = command("show", write(tmp_path / "empty.json", token({})))
     assert (r.returncode, r.stdout) == (0, "")
-    r = command("show", write(tmp_path / "new.json", token({"x": stream(epochs={"0": {"consumed": [],
-                                                                                       "batches": None}})})))
+    new = token({"x": stream(epochs={"0": {"consumed": [], "batches": None}})})
+    r = command("show", write(tmp_path / "new.json", new))
     assert r.stdout == f"x: seed 7, fingerprint {FINGERPRINT}, no epoch complete; epoch 0: 0 of ? batches " \
                        "consumed\n"
 

@@ -276,8 +276,9 @@ def test_iter_epoch_yields_each_epoch_once_with_one_server_ahead(ipc_dir, known)
     counts = [3, 4, 2, 5] if known == "last" else [4] * n
 
     def epoch_metas(i, epoch):
-        return [meta(f"{i}/{n}", epoch, b, **({"batches": counts[i]} if known == "batches" else
-                                                {"last": b == counts[i] - 1})) for b in range(counts[i])]
+        def count(b):
+            return {"batches": counts[i]} if known == "batches" else {"last": b == counts[i] - 1}
+        return [meta(f"{i}/{n}", epoch, b, **count(b)) for b in range(counts[i])]
 
     servers = Servers(ipc_dir, n)
     ahead_done = threading.Event()

@@ -522,8 +522,8 @@ def test_train_rebatches_across_a_size_change(ipc_dir, capsys):
             got = [next(source) for _ in range(6)]
         finally:
             source.close()
-    assert [(images.shape[0], images.shape[2]) for images, _ in got] == [(3, 16), (3, 16), (2, 16), (3, 32),
-                                                                       (3, 32), (2, 32)]
+    assert [(images.shape[0], images.shape[2]) for images, _ in got] == [(3, 16), (3, 16), (2, 16),
+                                                                         (3, 32), (3, 32), (2, 32)]
     assert torch.cat([labels for _, labels in got]).tolist() == list(range(16))
     assert "images of shape (3, 32, 32) (was (3, 16, 16))" in capsys.readouterr().out
     trainer = train.Trainer(args, torch.device("cpu"))

@@ -1,0 +1,46 @@
+# Types of the C++ extension (bindings/src/) for type checkers: partial.
+# The exceptions and Statistics are spelled out, as the package's public API
+# re-exports them; every other name is Any (the module's __getattr__ below).
+# The exception classes and their bases must match bindings/src/errors.cc:
+# tests/bindings/test_typing.py compares them with the built extension.
+import builtins
+from typing import Any
+
+class Error(Exception): ...
+
+class FormatError(Error, ValueError):
+    offset: int
+
+class ArgumentError(Error, ValueError): ...
+
+class IoError(Error, OSError):
+    code: int
+
+class UrlError(Error, ValueError): ...
+
+class TransportError(Error):
+    code: int
+
+class TimeoutError(TransportError, builtins.TimeoutError): ...
+
+class ImageError(Error, ValueError):
+    problem: str
+
+class UnavailableError(Error, NotImplementedError): ...
+
+class Statistics:
+    def __init__(self, horizon: int = ...) -> None: ...
+    @property
+    def batches(self) -> int: ...
+    @property
+    def samples(self) -> int: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def blocked_seconds(self) -> float: ...
+    def summary(self) -> str: ...
+    def __getattr__(self, name: str) -> Any: ...
+
+def __getattr__(name: str) -> Any: ...
