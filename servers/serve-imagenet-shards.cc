@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "image_server_cli.h"
-#include "tensorcom/brace.h"
+#include "tensorcom/transport/brace.h"
 #include "tensorcom/programs/program.h"
 
 namespace po = boost::program_options;

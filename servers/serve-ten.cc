@@ -10,9 +10,10 @@
 #include <memory>
 #include <thread>
 
-#include "tensorcom/brace.h"
-#include "tensorcom/connection.h"
-#include "tensorcom/ten_file.h"
+#include "tensorcom/transport/brace.h"
+#include "tensorcom/transport/connection.h"
+#include "tensorcom/transport/connection_controls.h"
+#include "tensorcom/codec/ten_file.h"
 #include "tensorcom/programs/curve_options.h"
 #include "tensorcom/metrics/metrics_server.h"
 #include "tensorcom/programs/program.h"
@@ -93,27 +94,13 @@ class RatePacer {
 // waits for a subscriber: sending to nobody would only burn a core.
 bool send_unless_stopped(Connection& connection, const TensorList& list, metrics::SenderMetrics& metrics) {
   const auto start = std::chrono::steady_clock::now();
-  try {
-    for (;;) {
-      while (!connection.wait_for_subscriber(Milliseconds(100))) {
-        metrics.set_subscribers(0);
-        if (programs::stop_requested()) return false;
-      }
-      metrics.set_subscribers(connection.subscribers());
-      // A PUSH whose receivers are all gone blocks a send, and a signal
-      // that came just before it would never end it: send only what can
-      // leave at once, and wait in slices, looking for a stop request.
-      if (connection.try_send(list) == Connection::Sent::kYes) break;
-      if (programs::stop_requested()) return false;
-      (void)connection.wait_writable(Milliseconds(50));
-    }
-    metrics.add_send_blocked(std::chrono::steady_clock::now() - start);
-    metrics.sent(batch_size(list), batch_bytes(list));
-    return true;
-  } catch (const TransportError& e) {
-    if (e.code() == EINTR && programs::stop_requested()) return false;
-    throw;
-  }
+  StoppableSend how;
+  how.stop_requested = programs::stop_requested;
+  how.on_subscribers = [&metrics](std::uint64_t subscribers) { metrics.set_subscribers(subscribers); };
+  if (!send_until_stopped(connection, list, how)) return false;
+  metrics.add_send_blocked(std::chrono::steady_clock::now() - start);
+  metrics.sent(batch_size(list), batch_bytes(list));
+  return true;
 }
 
 // Sends lists at the paced rate, counting them and printing report lines.
@@ -179,7 +166,7 @@ int serve(const ServeTenOptions& options) {
        ++epoch) {
     if (!serve_epoch(inputs, options.group, sender)) break;
   }
-  if (programs::stop_requested()) connection.shorten_linger_for_stop();
+  if (programs::stop_requested()) shorten_linger_for_stop(connection);
   const Statistics& stats = connection.stats();
   std::cout << "serve-ten: done, " << stats.batches() << " batches, " << stats.samples() << " samples, "
             << stats.bytes() << " bytes in " << stats.seconds() << " s" << std::endl;

@@ -1,5 +1,5 @@
-// The image vocabulary (image_format.h): layouts and the channel affine map.
-#include "tensorcom/image_format.h"
+// The image vocabulary (batch_layout.h): layouts and the channel affine map.
+#include "tensorcom/codec/batch_layout.h"
 
 #include <doctest/doctest.h>
 
@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 using namespace tensorcom;
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "tensorcom/brace.h"
-#include "tensorcom/error.h"
+#include "tensorcom/transport/brace.h"
+#include "tensorcom/codec/error.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <optional>
 
-#include "tensorcom/tenbin.h"
+#include "tensorcom/codec/tenbin.h"
 #include "test_support.h"
 
 using namespace tensorcom;

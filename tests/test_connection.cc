@@ -12,7 +12,8 @@
 #include <string_view>
 #include <thread>
 
-#include "tensorcom/connection.h"
+#include "tensorcom/transport/connection.h"
+#include "tensorcom/transport/connection_controls.h"
 #include "test_support.h"
 
 using namespace tensorcom;
@@ -67,16 +68,16 @@ TEST_CASE("push and pull") {
   }
   SUBCASE("a bound PUSH with no receiver is not writable until one connects") {
     Connection push({ipc_url("zrpush", dir, "w")});
-    CHECK_FALSE(push.wait_writable(50ms));
+    CHECK_FALSE(wait_writable(push, 50ms));
     Connection pull({ipc_url("zrpull", dir, "w")}, receive_options);
-    CHECK(push.wait_writable(5000ms));
+    CHECK(wait_writable(push, 5000ms));
     push.send(make_batch(1));
     REQUIRE(pull.recv(5000ms).has_value());
     pull.close();
     const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (push.wait_writable(10ms) && std::chrono::steady_clock::now() < deadline) {
+    while (wait_writable(push, 10ms) && std::chrono::steady_clock::now() < deadline) {
     }
-    CHECK_FALSE(push.wait_writable(50ms));  // its only receiver gone
+    CHECK_FALSE(wait_writable(push, 50ms));  // its only receiver gone
   }
   SUBCASE("try_send never blocks: a PUSH with no receiver sends nothing, then sends once one comes") {
     Connection push({ipc_url("zrpush", dir, "t")});
@@ -89,7 +90,7 @@ TEST_CASE("push and pull") {
     }
     CHECK(push.try_send(make_batch(1)) == Connection::Sent::kWouldBlock);
     Connection pull({ipc_url("zrpull", dir, "t")}, receive_options);
-    REQUIRE(push.wait_writable(5000ms));
+    REQUIRE(wait_writable(push, 5000ms));
     CHECK(push.try_send(make_batch(2)) == Connection::Sent::kYes);
     CHECK(push.stats().batches() == 1);
     auto got = pull.recv(5000ms);
@@ -100,18 +101,18 @@ TEST_CASE("push and pull") {
     ConnectionOptions patient;
     patient.linger = 10000ms;
     Connection pub({ipc_url("zpub", dir, "s1")}, patient);
-    pub.shorten_linger_for_stop();
+    shorten_linger_for_stop(pub);
     CHECK(pub.options().linger == 0ms);
     Connection push({ipc_url("zrpush", dir, "s2")}, patient);
-    push.shorten_linger_for_stop();
+    shorten_linger_for_stop(push);
     CHECK(push.options().linger == kStopLinger);
     ConnectionOptions brief;
     brief.linger = 300ms;
     Connection quick({ipc_url("zrpush", dir, "s3")}, brief);
-    quick.shorten_linger_for_stop();
+    shorten_linger_for_stop(quick);
     CHECK(quick.options().linger == 300ms);  // never lengthened
     Connection pull({ipc_url("zrpull", dir, "s4")}, patient);
-    pull.shorten_linger_for_stop();
+    shorten_linger_for_stop(pull);
     CHECK(pull.options().linger == 10000ms);  // a receiver closes at once anyway
   }
   SUBCASE("tcp on port 0, single-buffer framing is detected") {
@@ -215,33 +216,33 @@ TEST_CASE("publishers and their subscribers") {
   TempDir dir;
   SUBCASE("with no subscriber a batch is counted as dropped, not sent") {
     Connection pub({ipc_url("zpub", dir, "d")});
-    CHECK(pub.subscribers() == 0);
-    CHECK_FALSE(pub.wait_for_subscriber(20ms));
+    CHECK(subscribers(pub) == 0);
+    CHECK_FALSE(wait_for_subscriber(pub, 20ms));
     CHECK_FALSE(pub.send(make_batch(1)));
-    CHECK(pub.dropped_without_subscriber() == 1);
+    CHECK(dropped_without_subscriber(pub) == 1);
     CHECK(pub.try_send(make_batch(1)) == Connection::Sent::kNoSubscriber);
-    CHECK(pub.dropped_without_subscriber() == 2);
+    CHECK(dropped_without_subscriber(pub) == 2);
     CHECK(pub.stats().batches() == 0);
     ConnectionOptions awaiting;
     awaiting.await_subscriber = true;
     Connection patient({ipc_url("zpub", dir, "da")}, awaiting);
     CHECK(patient.try_send(make_batch(1)) == Connection::Sent::kWouldBlock);  // send() would wait
-    CHECK(patient.dropped_without_subscriber() == 0);
+    CHECK(dropped_without_subscriber(patient) == 0);
   }
   SUBCASE("subscribers are counted as they come and go") {
     Connection pub({ipc_url("zpub", dir, "c")});
     {
       Connection sub({ipc_url("zsub", dir, "c")});
-      REQUIRE(pub.wait_for_subscriber(5000ms));
-      CHECK(pub.subscribers() == 1);
+      REQUIRE(wait_for_subscriber(pub, 5000ms));
+      CHECK(subscribers(pub) == 1);
       CHECK(pub.send(make_batch(3)));
       auto got = sub.recv(5000ms);
       REQUIRE(got.has_value());
       CHECK(id_of(*got) == 3);
     }
     auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (pub.subscribers() != 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
-    CHECK(pub.subscribers() == 0);
+    while (subscribers(pub) != 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+    CHECK(subscribers(pub) == 0);
   }
   SUBCASE("await_subscriber: the first batch waits for the first subscriber and is not lost") {
     ConnectionOptions options;
@@ -258,7 +259,7 @@ TEST_CASE("publishers and their subscribers") {
     late.join();
     REQUIRE(got.has_value());
     CHECK(id_of(*got) == 9);
-    CHECK(pub.dropped_without_subscriber() == 0);
+    CHECK(dropped_without_subscriber(pub) == 0);
   }
   SUBCASE("an oversized subscription is refused; other subscribers are served") {
     Connection pub({ipc_url("zpub", dir, "o")});
@@ -269,10 +270,10 @@ TEST_CASE("publishers and their subscribers") {
     // one node a byte, freed recursively, on the hostile side too.
     hostile.set(zmq::sockopt::subscribe, std::string(16 << 10, 'x'));
     hostile.connect("ipc://" + (dir.path / "o").string());
-    CHECK_FALSE(pub.wait_for_subscriber(300ms));
+    CHECK_FALSE(wait_for_subscriber(pub, 300ms));
     Connection sub({ipc_url("zsub", dir, "o")});
-    REQUIRE(pub.wait_for_subscriber(5000ms));
-    CHECK(pub.subscribers() == 1);
+    REQUIRE(wait_for_subscriber(pub, 5000ms));
+    CHECK(subscribers(pub) == 1);
     CHECK(pub.send(make_batch(4)));
     auto got = sub.recv(5000ms);
     REQUIRE(got.has_value());

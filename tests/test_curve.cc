@@ -7,8 +7,9 @@
 #include <string>
 #include <thread>
 
-#include "tensorcom/connection.h"
-#include "tensorcom/curve.h"
+#include "tensorcom/transport/connection.h"
+#include "tensorcom/transport/connection_controls.h"
+#include "tensorcom/transport/curve.h"
 #include "test_support.h"
 
 using namespace tensorcom;
@@ -133,7 +134,7 @@ TEST_CASE("CURVE connections: only allowed clients receive, and the server keeps
   CHECK_FALSE(by_unknown.recv(200ms).has_value());
   CHECK_FALSE(by_plain.recv(10ms).has_value());
   CHECK_FALSE(by_impostor.recv(10ms).has_value());
-  CHECK(push.refused_peers() >= 1);
+  CHECK(refused_peers(push) >= 1);
   push.send(batch_of(10));  // logs the refusals
   bool named_the_key = false;
   for (const auto& line : lines) named_the_key |= line.find(unknown.public_key) != std::string::npos;

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "tensorcom/half.h"
-#include "tensorcom/ten_file.h"
+#include "tensorcom/codec/half.h"
+#include "tensorcom/codec/ten_file.h"
 
 using namespace tensorcom;
 namespace fs = std::filesystem;

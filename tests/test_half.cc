@@ -1,5 +1,5 @@
 // IEEE half precision conversions (half.h).
-#include "tensorcom/half.h"
+#include "tensorcom/codec/half.h"
 
 #include <doctest/doctest.h>
 

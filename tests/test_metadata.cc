@@ -1,7 +1,7 @@
 // Batch metadata as msgpack, and its hostile-input decoding.
 #include <doctest/doctest.h>
 
-#include "tensorcom/metadata.h"
+#include "tensorcom/codec/metadata.h"
 
 using namespace tensorcom;
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/metrics/metrics.h"
 #include "tensorcom/metrics/metrics_server.h"
 #include "tensorcom/metrics/receiver_metrics.h"

@@ -1,7 +1,7 @@
 // Running statistics over a horizon.
 #include <doctest/doctest.h>
 
-#include "tensorcom/stats.h"
+#include "tensorcom/transport/stats.h"
 
 using namespace tensorcom;
 using namespace std::chrono_literals;

@@ -12,7 +12,7 @@
 
 #include <stdlib.h>
 
-#include "tensorcom/tensor.h"
+#include "tensorcom/codec/tensor.h"
 
 namespace tensorcom::testing {
 

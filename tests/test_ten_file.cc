@@ -4,7 +4,8 @@
 #include <fstream>
 #include <unistd.h>
 
-#include "tensorcom/ten_file.h"
+#include "tensorcom/codec/ten_file.h"
+#include "tensorcom/codec/ten_writer.h"
 #include "test_support.h"
 
 using namespace tensorcom;

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "tensorcom/error.h"
-#include "tensorcom/url.h"
+#include "tensorcom/codec/error.h"
+#include "tensorcom/transport/url.h"
 
 namespace {
 

@@ -14,10 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "tensorcom/connection.h"
-#include "tensorcom/curve.h"
+#include "tensorcom/transport/connection.h"
+#include "tensorcom/transport/curve.h"
 #include "tensorcom/formats/printable.h"
-#include "tensorcom/ten_file.h"
+#include "tensorcom/codec/ten_file.h"
+#include "tensorcom/codec/ten_writer.h"
 #include "tensorcom/programs/program.h"
 
 namespace po = boost::program_options;

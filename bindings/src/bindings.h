@@ -14,9 +14,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "tensorcom/connection.h"
-#include "tensorcom/error.h"
-#include "tensorcom/tensor.h"
+#include "tensorcom/transport/connection.h"
+#include "tensorcom/codec/error.h"
+#include "tensorcom/codec/tensor.h"
 
 namespace tensorcom::python {
 

@@ -2,7 +2,8 @@
 // under the connection's own lock (a Connection is one-thread-at-a-time); a
 // signal that interrupts a wait runs Python's handlers, so Ctrl-C raises
 // KeyboardInterrupt instead of leaving the program stuck in recv.
-#include "tensorcom/connection.h"
+#include "tensorcom/transport/connection.h"
+#include "tensorcom/transport/connection_controls.h"
 
 #include <pybind11/stl.h>
 
@@ -353,10 +354,10 @@ void bind_connection(py::module_& m) {
           [](PyConnection& self, int send, int receive) { self.get().set_high_water_marks(send, receive); },
           py::arg("send"), py::arg("receive"))
       .def(
-          "fileno", [](PyConnection& self) { return self.get().poll_descriptor(); },
+          "fileno", [](PyConnection& self) { return poll_descriptor(self.get()); },
           "a descriptor for select/poll: readable when a batch may be received (see Connection::poll_descriptor)")
       .def(
-          "message_waiting", [](PyConnection& self) { return self.get().message_waiting(); },
+          "message_waiting", [](PyConnection& self) { return message_waiting(self.get()); },
           "whether a message can be received without waiting")
       .def("connect", &PyConnection::connect, py::arg("urls"), "binds or connects more URLs on the same socket")
       .def("serve_metrics", &PyConnection::serve_metrics, py::arg("address"),
@@ -377,10 +378,10 @@ void bind_connection(py::module_& m) {
           "stats", [](PyConnection& self) -> Statistics& { return self.get().stats(); },
           py::return_value_policy::reference_internal)
       .def_property_readonly("malformed", [](PyConnection& self) { return self.get().malformed().by_name(); })
-      .def_property_readonly("refused_peers", [](PyConnection& self) { return self.get().refused_peers(); })
-      .def_property_readonly("subscribers", [](PyConnection& self) { return self.get().subscribers(); })
+      .def_property_readonly("refused_peers", [](PyConnection& self) { return refused_peers(self.get()); })
+      .def_property_readonly("subscribers", [](PyConnection& self) { return subscribers(self.get()); })
       .def_property_readonly("dropped_without_subscriber",
-                             [](PyConnection& self) { return self.get().dropped_without_subscriber(); })
+                             [](PyConnection& self) { return dropped_without_subscriber(self.get()); })
       .def_property_readonly("epoch", [](PyConnection& self) { return self.get().size(); })
       .def_property_readonly("total", [](PyConnection& self) { return self.get().options().total; })
       .def_property_readonly("timeout", [](PyConnection& self) -> std::optional<double> {

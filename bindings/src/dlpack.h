@@ -10,8 +10,8 @@
 #include <string>
 
 #include "bindings.h"
-#include "tensorcom/device_tensor.h"
-#include "tensorcom/gpu_feeder.h"
+#include "tensorcom/gpu/device_tensor.h"
+#include "tensorcom/gpu/gpu_feeder.h"
 
 namespace tensorcom::python {
 

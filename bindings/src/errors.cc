@@ -7,7 +7,7 @@
 #include <string>
 
 #include "bindings.h"
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/imaging/problem.h"
 
 namespace tensorcom::python {

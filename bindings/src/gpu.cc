@@ -22,7 +22,7 @@
 
 #include "bindings.h"
 #include "dlpack.h"
-#include "tensorcom/gpu_feeder.h"
+#include "tensorcom/gpu/gpu_feeder.h"
 
 namespace tensorcom::python {
 

@@ -1,6 +1,6 @@
 // The tenbin codec and .ten files for Python: the C++ codec does the work;
 // decoded arrays are views of the input (a buffer, a frame, a mapped file).
-#include "tensorcom/tenbin.h"
+#include "tensorcom/codec/tenbin.h"
 
 #include <Python.h>
 
@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "bindings.h"
-#include "tensorcom/ten_file.h"
+#include "tensorcom/codec/ten_file.h"
+#include "tensorcom/codec/ten_writer.h"
 
 namespace tensorcom::python {
 

@@ -1,9 +1,9 @@
-#include "tensorcom/image_format.h"
+#include "tensorcom/codec/batch_layout.h"
 
 #include <cmath>
 #include <string>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom {
 

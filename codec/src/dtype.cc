@@ -1,4 +1,4 @@
-#include "tensorcom/dtype.h"
+#include "tensorcom/codec/dtype.h"
 
 namespace tensorcom {
 namespace {

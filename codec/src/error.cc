@@ -1,4 +1,4 @@
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "tensorcom/half.h"
+#include "tensorcom/codec/half.h"
 
 #include <bit>
 #include <cmath>

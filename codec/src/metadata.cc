@@ -1,4 +1,4 @@
-#include "tensorcom/metadata.h"
+#include "tensorcom/codec/metadata.h"
 
 #include <msgpack.hpp>
 

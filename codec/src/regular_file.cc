@@ -1,4 +1,4 @@
-#include "tensorcom/regular_file.h"
+#include "tensorcom/codec/regular_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <utility>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom {
 

@@ -1,7 +1,7 @@
 // The tenbin codec. Layout of a header payload (int64 words, little-endian):
 //   [0] dtype code, NUL-padded ASCII   [1] info, NUL-padded ASCII
 //   [2] ndim                           [3..3+ndim) dimensions
-#include "tensorcom/tenbin.h"
+#include "tensorcom/codec/tenbin.h"
 
 #include <bit>
 #include <algorithm>

@@ -1,4 +1,4 @@
-#include "tensorcom/tensor.h"
+#include "tensorcom/codec/tensor.h"
 
 #include <cstring>
 #include <limits>

@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "mlp_kernels.h"
-#include "tensorcom/brace.h"
-#include "tensorcom/gpu_feeder.h"
+#include "tensorcom/transport/brace.h"
+#include "tensorcom/gpu/gpu_feeder.h"
 
 using namespace tensorcom;
 

@@ -10,8 +10,8 @@
 #include <system_error>
 #include <utility>
 
-#include "tensorcom/error.h"
-#include "tensorcom/regular_file.h"
+#include "tensorcom/codec/error.h"
+#include "tensorcom/codec/regular_file.h"
 
 namespace tensorcom::formats {
 
@@ -85,52 +85,6 @@ void create_parent_directories(const std::filesystem::path& path) {
   std::error_code error;
   std::filesystem::create_directories(parent, error);
   if (error) throw tensorcom::IoError("cannot create folder " + parent.string(), error.value());
-}
-
-StagedFile::StagedFile(std::filesystem::path path) : path_(std::move(path)), partial_(path_.string() + ".partial") {
-  file_ = std::fopen(partial_.c_str(), "wb");
-  if (!file_) throw tensorcom::IoError("cannot create " + partial_.string(), errno);
-  staged_ = true;
-}
-
-StagedFile::StagedFile(StagedFile&& other) noexcept
-    : path_(std::move(other.path_)),
-      partial_(std::move(other.partial_)),
-      file_(std::exchange(other.file_, nullptr)),
-      staged_(std::exchange(other.staged_, false)) {}
-
-StagedFile& StagedFile::operator=(StagedFile&& other) noexcept {
-  if (this != &other) {
-    discard();
-    path_ = std::move(other.path_);
-    partial_ = std::move(other.partial_);
-    file_ = std::exchange(other.file_, nullptr);
-    staged_ = std::exchange(other.staged_, false);
-  }
-  return *this;
-}
-
-StagedFile::~StagedFile() { discard(); }
-
-void StagedFile::discard() noexcept {
-  if (file_) std::fclose(std::exchange(file_, nullptr));
-  if (std::exchange(staged_, false)) std::remove(partial_.c_str());
-}
-
-void StagedFile::write(std::span<const std::byte> bytes) {
-  if (std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size())
-    throw tensorcom::IoError("cannot write " + partial_.string(), errno);
-}
-
-void StagedFile::commit() {
-  // A full disk may show only now, when the last buffered bytes go out.
-  int code = 0;
-  if (std::fflush(file_) != 0) code = errno;
-  if (std::fclose(std::exchange(file_, nullptr)) != 0 && code == 0) code = errno;
-  if (code != 0) throw tensorcom::IoError("cannot write " + partial_.string(), code);
-  if (std::rename(partial_.c_str(), path_.c_str()) != 0)
-    throw tensorcom::IoError("cannot rename " + partial_.string() + " to " + path_.string(), errno);
-  staged_ = false;
 }
 
 }  // namespace tensorcom::formats

@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <utility>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/formats/printable.h"
 
 namespace tensorcom::formats::detail {

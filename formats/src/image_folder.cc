@@ -5,7 +5,7 @@
 #include <system_error>
 #include <utility>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/formats/webdataset.h"
 
 namespace fs = std::filesystem;

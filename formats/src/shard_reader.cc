@@ -19,7 +19,7 @@
 #include <utility>
 
 #include "http_stream.h"
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/formats/webdataset.h"
 
 namespace tensorcom::formats {

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "tensorcom/formats/tar_encoder.h"
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom::formats {
 
@@ -78,7 +78,7 @@ void ShardWriter::open_next() {
   ShardSummary summary;
   summary.path = pattern_.format(done_.size());
   create_parent_directories(summary.path);
-  current_.emplace(OpenShard{StagedFile(summary.path), std::move(summary)});
+  current_.emplace(OpenShard{AtomicFile(summary.path), std::move(summary)});
 }
 
 void ShardWriter::complete_current() {

@@ -5,7 +5,7 @@
 
 #include <utility>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom::formats {
 

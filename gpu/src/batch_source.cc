@@ -2,8 +2,8 @@
 // Connections: no CUDA here, so both builds share them.
 #include <chrono>
 
-#include "tensorcom/brace.h"
-#include "tensorcom/gpu_feeder.h"
+#include "tensorcom/transport/brace.h"
+#include "tensorcom/gpu/gpu_feeder.h"
 
 namespace tensorcom {
 

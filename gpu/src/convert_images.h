@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "tensorcom/channel_affine.h"
+#include "tensorcom/codec/channel_affine.h"
 
 namespace tensorcom::detail {
 

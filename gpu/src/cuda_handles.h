@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom::detail {
 

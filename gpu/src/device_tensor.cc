@@ -1,12 +1,12 @@
 // DeviceTensor, device dtypes and the checks of an image conversion: the
 // parts of GPU feeding that need no CUDA, shared by both builds.
-#include "tensorcom/device_tensor.h"
+#include "tensorcom/gpu/device_tensor.h"
 
 #include <limits>
 #include <string>
 
 #include "feeder_common.h"
-#include "tensorcom/gpu_feeder.h"
+#include "tensorcom/gpu/gpu_feeder.h"
 
 namespace tensorcom {
 

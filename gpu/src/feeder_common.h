@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "tensorcom/gpu_feeder.h"
+#include "tensorcom/gpu/gpu_feeder.h"
 
 namespace tensorcom::detail {
 

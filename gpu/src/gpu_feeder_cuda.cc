@@ -30,7 +30,7 @@
 #include "cuda_handles.h"
 #include "feeder_common.h"
 #include "parallel_copy.h"
-#include "tensorcom/gpu_feeder.h"
+#include "tensorcom/gpu/gpu_feeder.h"
 
 namespace tensorcom {
 

@@ -2,7 +2,7 @@
 // feeding is not available. No DeviceBatch with data can exist here, so the
 // batch operations have nothing to do.
 #include "feeder_common.h"
-#include "tensorcom/gpu_feeder.h"
+#include "tensorcom/gpu/gpu_feeder.h"
 
 namespace tensorcom {
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <string>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom::imaging {
 

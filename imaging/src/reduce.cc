@@ -38,7 +38,7 @@ Size reduced_size(int width, int height, int max_side) {
 ImageReducer::ImageReducer(ReduceOptions options)
     : options_(options), augmenter_(augment_options(options), Size{1, 1}) {}
 
-std::optional<formats::ByteBuffer> ImageReducer::reduce(std::span<const std::byte> image) {
+std::optional<ByteBuffer> ImageReducer::reduce(std::span<const std::byte> image) {
   if (sniff_format(image) != ImageFormat::kJpeg) return std::nullopt;
   const Size source = augmenter_.read_size(image);
   if (std::max(source.width, source.height) <= options_.max_side) return std::nullopt;

@@ -4,7 +4,7 @@
 // failed range stays literal. Backslashes are kept during expansion (they
 // guard characters from the scanner) and removed at the end, as bash's quote
 // removal does.
-#include "tensorcom/brace.h"
+#include "tensorcom/transport/brace.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -14,7 +14,7 @@
 #include <iterator>
 #include <optional>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom {
 namespace {

@@ -1,4 +1,4 @@
-#include "tensorcom/connection.h"
+#include "tensorcom/transport/connection.h"
 
 #include <zmq.hpp>
 
@@ -6,13 +6,15 @@
 #include <iostream>
 #include <set>
 
-#include "malloc_tuning.h"
 #include "poll_signal.h"
+#include "receive_memory.h"
 #include "socket_monitor.h"
 #include "socket_options.h"
+#include "subscription_ledger.h"
 #include "zap_handler.h"
-#include "tensorcom/brace.h"
-#include "tensorcom/url.h"
+#include "tensorcom/transport/brace.h"
+#include "tensorcom/transport/connection_controls.h"
+#include "tensorcom/transport/url.h"
 
 namespace tensorcom {
 
@@ -74,10 +76,9 @@ class Connection::Impl {
   Impl(std::span<const std::string> urls, ConnectionOptions options)
       : options_(std::move(options)),
         endpoints_(parse_urls(urls, options_.expand_braces)),
-        stats_(options_.stats_horizon) {
+        stats_(options_.stats_horizon),
+        memory_(options_.reuse_receive_memory, receives()) {
     const SocketKind kind = endpoints_.front().kind;
-    keeps_memory_ = options_.reuse_receive_memory && receives();
-    if (keeps_memory_) detail::keep_large_buffers_mapped();
     try {
       if (options_.curve && options_.curve->server_public_key.empty() && options_.curve->allowed_clients) {
         zap_ = std::make_unique<detail::ZapHandler>(context_, options_.curve->allowed_clients, bans_);
@@ -135,7 +136,7 @@ class Connection::Impl {
     zap_.reset();
     socket_.close();
     context_.close();
-    if (keeps_memory_) detail::return_free_memory();
+    memory_.close();
   }
 
   bool closed() const noexcept { return closed_; }
@@ -192,10 +193,7 @@ class Connection::Impl {
   // took its first.
   bool deliver(std::span<const Tensor> batch, Framing framing, zmq::send_flags first) {
     fit_send_queue_to(batch_bytes(batch));
-    if (!keeps_memory_ && options_.reuse_receive_memory && copies_large_buffers(batch, framing)) {
-      detail::keep_large_buffers_mapped();
-      keeps_memory_ = true;
-    }
+    memory_.before_send(batch, framing);
     try {
       const bool sent = framing == Framing::kSingleBuffer ? send_single(batch, first) : send_multipart(batch, first);
       if (!sent) return false;
@@ -206,43 +204,20 @@ class Connection::Impl {
     return true;
   }
 
-  // PUB sockets are XPUB underneath, verbose: every subscription and
-  // unsubscription (a peer leaving included) comes up as a message.
+  // PUB sockets are XPUB underneath: the subscriptions come as messages.
+  // Past the ledger's bound the busiest peer goes, its subscriptions with it.
   std::uint64_t subscribers() {
-    if (!publishes() || closed_) return subscriptions_;
+    if (!publishes() || closed_) return subscriptions_.count();
     zmq::message_t message;
     try {
       while (socket_.recv(message, zmq::recv_flags::dontwait)) {
-        if (message.size() == 0) continue;
-        const auto first = *static_cast<const unsigned char*>(message.data());
-        if (first == 1) {
-          ++subscriptions_;
-          subscription_bytes_ += message.size() - 1;
-        }
-        if (first == 0) {
-          if (subscriptions_ > 0) --subscriptions_;
-          subscription_bytes_ -= std::min<std::uint64_t>(subscription_bytes_, message.size() - 1);
-        }
+        subscriptions_.take({static_cast<const std::byte*>(message.data()), message.size()});
       }
     } catch (const zmq::error_t& e) {
       throw_transport("reading subscriptions on " + describe() + " failed", e);
     }
-    bound_subscriptions();
-    return subscriptions_;
-  }
-
-  // ZeroMQ keeps every subscription in a trie of about 30 bytes a byte of
-  // topic, with no bound: past kMaxSubscriptionBytesHeld in all, the
-  // busiest peer goes (its subscriptions with it), one every 100 ms while
-  // the unsubscriptions come back.
-  void bound_subscriptions() {
-    constexpr std::uint64_t kMaxSubscriptionBytesHeld = 1 << 20;
-    constexpr std::chrono::milliseconds kBetweenDrops{100};
-    if (subscription_bytes_ <= kMaxSubscriptionBytesHeld || !monitor_) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (now < next_subscription_drop_) return;
-    next_subscription_drop_ = now + kBetweenDrops;
-    (void)monitor_->drop_busiest_peer();
+    if (monitor_ && subscriptions_.drop_due(std::chrono::steady_clock::now())) (void)monitor_->drop_busiest_peer();
+    return subscriptions_.count();
   }
 
   std::uint64_t subscribing_peers() {
@@ -251,7 +226,7 @@ class Connection::Impl {
     return std::min(subscriptions, monitor_->peers());
   }
 
-  Connection::DroppedPeers dropped_peers() const {
+  DroppedPeers dropped_peers() const {
     if (!monitor_) return dropped_peers_;
     using detail::PeerGuard;
     return {dropped_peers_.unfinished + monitor_->dropped(PeerGuard::Drop::kUnfinished),
@@ -348,6 +323,7 @@ class Connection::Impl {
   std::vector<std::string> bound_;
   Statistics stats_;
   MalformedCounts malformed_;
+  detail::ReceiveMemory memory_;
 
  private:
   void attach(const Endpoint& endpoint) {
@@ -390,15 +366,6 @@ class Connection::Impl {
     } catch (const zmq::error_t& e) {
       throw_transport(std::string("cannot set ") + name + " on " + describe(), e);
     }
-  }
-
-  // Whether sending makes a large copy (see data_frame and send_single).
-  static bool copies_large_buffers(std::span<const Tensor> batch, Framing framing) noexcept {
-    if (framing == Framing::kSingleBuffer) return batch_bytes(batch) >= kLargeCopyBytes;
-    for (const Tensor& t : batch) {
-      if (!t.owner() && t.nbytes() >= kLargeCopyBytes) return true;
-    }
-    return false;
   }
 
   // Keeps the send queue within options_.queue_bytes for batches as large
@@ -455,20 +422,15 @@ class Connection::Impl {
   }
 
   // wait_readable, but a receiver that keeps memory between messages gives
-  // it back once it has waited kIdleBeforeRelease for the next: a trainer
-  // between epochs or evaluating holds no batch memory it is not using.
+  // it back once it has waited long enough for the next: a trainer between
+  // epochs or evaluating holds no batch memory it is not using.
   bool wait_readable_releasing_memory(std::chrono::steady_clock::time_point deadline) {
-    if (!keeps_memory_ || released_since_last_message_) return wait_readable(deadline);
-    const auto idle = std::chrono::steady_clock::now() + kIdleBeforeRelease;
-    if (wait_readable(std::min(deadline, idle))) return true;
+    const auto release = memory_.release_due(std::chrono::steady_clock::now());
+    if (!release) return wait_readable(deadline);
+    if (wait_readable(std::min(deadline, *release))) return true;
     if (std::chrono::steady_clock::now() >= deadline) return false;
-    release_memory();
+    memory_.release();
     return wait_readable(deadline);
-  }
-
-  void release_memory() {
-    detail::return_free_memory();
-    released_since_last_message_ = true;
   }
 
   // wait_readable_releasing_memory, the time waited added to the statistics.
@@ -517,13 +479,13 @@ class Connection::Impl {
     } catch (const zmq::error_t& e) {
       throw_transport("receive from " + describe() + " failed", e);
     }
-    released_since_last_message_ = false;
+    memory_.message_received();
     if (options_.max_message_size >= 0 && total > options_.max_message_size) {
       count_malformed(FormatErrorKind::kTooLarge, "message of " + std::to_string(total) +
                                                       " bytes exceeds max_message_size " +
                                                       std::to_string(options_.max_message_size));
       frames.reset();
-      if (keeps_memory_) release_memory();  // a hostile size must not stay in the heap
+      if (memory_.keeps()) memory_.release();  // a hostile size must not stay in the heap
       return nullptr;
     }
     return frames;
@@ -570,27 +532,18 @@ class Connection::Impl {
     return socket_.send(zmq::message_t(buffer.data(), buffer.size(), release_owner, hint), first).has_value();
   }
 
-  // Receivers that keep message memory mapped (reuse_receive_memory) give
-  // it back when idle, after dropping an oversized message, and at close.
-  static constexpr Milliseconds kIdleBeforeRelease{1000};
   // How long close() waits for a first peer before dropping queued batches:
   // a connect to a live peer, even reconnecting after a refusal, completes
   // well within it.
   static constexpr Milliseconds kPeerGrace{250};
-  // Copies from this size up come from mmap in glibc's default settings.
-  static constexpr std::uint64_t kLargeCopyBytes = 1 << 20;
-  bool keeps_memory_ = false;
-  bool released_since_last_message_ = false;
   zmq::context_t context_;
   zmq::socket_t socket_;
   // Addresses of flooders, refused for a while (a sender's; a receiver's
   // stays empty). Before zap_ and monitor_, which share it.
   std::shared_ptr<detail::AddressBans> bans_ = std::make_shared<detail::AddressBans>();
   std::unique_ptr<detail::ZapHandler> zap_;  // allow-list and bans; stops before the context closes
-  Connection::DroppedPeers dropped_peers_;   // counted by a monitor since closed
-  std::uint64_t subscriptions_ = 0;          // PUB: as counted from the XPUB messages
-  std::uint64_t subscription_bytes_ = 0;     // PUB: their topics' bytes
-  std::chrono::steady_clock::time_point next_subscription_drop_{};
+  DroppedPeers dropped_peers_;                // counted by a monitor since closed
+  detail::SubscriptionLedger subscriptions_;  // PUB: as the XPUB messages tell them
   std::uint64_t fitted_bytes_ = 0;                   // batch size the send queue was fitted to
   std::unique_ptr<detail::PollSignal> poll_signal_;  // poll_descriptor()'s; stops before the socket closes
   bool closed_ = false;
@@ -620,21 +573,9 @@ void Connection::close() {
   if (impl_) impl_->close();
 }
 bool Connection::closed() const noexcept { return !impl_ || impl_->closed(); }
-std::uint64_t Connection::subscribers() { return impl_->subscribers(); }
-std::uint64_t Connection::subscribing_peers() { return impl_->subscribing_peers(); }
-Connection::DroppedPeers Connection::dropped_peers() const { return impl_->dropped_peers(); }
-bool Connection::wait_for_subscriber(std::optional<Milliseconds> timeout) {
-  return impl_->wait_for_subscriber(timeout);
-}
-bool Connection::wait_writable(Milliseconds timeout) { return impl_->wait_writable(timeout); }
-std::uint64_t Connection::dropped_without_subscriber() const noexcept { return impl_->dropped_without_subscriber_; }
-std::uint64_t Connection::refused_peers() const noexcept { return impl_->refused_peers(); }
 void Connection::set_timeout(std::optional<Milliseconds> timeout) { impl_->options_.timeout = timeout; }
 void Connection::set_linger(Milliseconds linger) { impl_->set_linger(linger); }
-void Connection::shorten_linger_for_stop() { impl_->shorten_linger_for_stop(); }
 void Connection::set_high_water_marks(int send, int receive) { impl_->set_high_water_marks(send, receive); }
-int Connection::poll_descriptor() { return impl_->poll_descriptor(); }
-bool Connection::message_waiting() { return impl_->message_waiting(); }
 
 std::uint64_t Connection::serve(const std::function<std::optional<TensorList>()>& next, std::uint64_t report) {
   std::uint64_t count = 0;
@@ -658,6 +599,30 @@ const ConnectionOptions& Connection::options() const noexcept { return impl_->op
 std::uint64_t Connection::size() const noexcept { return impl_->options_.epoch; }
 
 // ---- iteration ----
+
+// connection_controls.h: the controls beyond send and receive reach the
+// connection's state through here.
+struct detail::ConnectionAccess {
+  static Connection::Impl& impl(Connection& c) { return *c.impl_; }
+  static const Connection::Impl& impl(const Connection& c) { return *c.impl_; }
+};
+
+using detail::ConnectionAccess;
+
+std::uint64_t subscribers(Connection& c) { return ConnectionAccess::impl(c).subscribers(); }
+std::uint64_t subscribing_peers(Connection& c) { return ConnectionAccess::impl(c).subscribing_peers(); }
+DroppedPeers dropped_peers(const Connection& c) { return ConnectionAccess::impl(c).dropped_peers(); }
+std::uint64_t dropped_without_subscriber(const Connection& c) noexcept {
+  return ConnectionAccess::impl(c).dropped_without_subscriber_;
+}
+std::uint64_t refused_peers(const Connection& c) noexcept { return ConnectionAccess::impl(c).refused_peers(); }
+bool wait_for_subscriber(Connection& c, std::optional<Milliseconds> timeout) {
+  return ConnectionAccess::impl(c).wait_for_subscriber(timeout);
+}
+bool wait_writable(Connection& c, Milliseconds timeout) { return ConnectionAccess::impl(c).wait_writable(timeout); }
+void shorten_linger_for_stop(Connection& c) { ConnectionAccess::impl(c).shorten_linger_for_stop(); }
+int poll_descriptor(Connection& c) { return ConnectionAccess::impl(c).poll_descriptor(); }
+bool message_waiting(Connection& c) { return ConnectionAccess::impl(c).message_waiting(); }
 
 Connection::Iterator::Iterator(Connection* connection) : connection_(connection) { fetch(); }
 

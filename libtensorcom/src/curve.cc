@@ -1,4 +1,4 @@
-#include "tensorcom/curve.h"
+#include "tensorcom/transport/curve.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tensorcom/regular_file.h"
+#include "tensorcom/codec/regular_file.h"
 
 namespace tensorcom {
 namespace {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom::detail {
 

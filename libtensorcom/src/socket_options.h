@@ -3,7 +3,7 @@
 
 #include <zmq.hpp>
 
-#include "tensorcom/connection.h"
+#include "tensorcom/transport/connection.h"
 
 namespace tensorcom::detail {
 

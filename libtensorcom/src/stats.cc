@@ -1,4 +1,4 @@
-#include "tensorcom/stats.h"
+#include "tensorcom/transport/stats.h"
 
 #include <cstdio>
 

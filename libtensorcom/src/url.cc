@@ -2,14 +2,14 @@
 // '/', then '?query' and '#fragment'), because the address the reference
 // hands to ZeroMQ is built from those pieces. Checks that ZeroMQ would only
 // report later, with less context, are made here with the URL in the message.
-#include "tensorcom/url.h"
+#include "tensorcom/transport/url.h"
 
 #include <algorithm>
 #include <array>
 #include <string>
 
-#include "tensorcom/brace.h"
-#include "tensorcom/error.h"
+#include "tensorcom/transport/brace.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom {
 namespace {

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom::detail {
 namespace {

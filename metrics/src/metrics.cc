@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom::metrics {
 

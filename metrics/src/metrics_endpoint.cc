@@ -5,7 +5,7 @@
 #include <chrono>
 #include <thread>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/metrics/metrics_server.h"
 
 namespace tensorcom::metrics {

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "http_exchange.h"
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom::metrics {
 namespace {

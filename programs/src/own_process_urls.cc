@@ -1,7 +1,7 @@
 #include <string>
 
 #include "tensorcom/programs/program.h"
-#include "tensorcom/url.h"
+#include "tensorcom/transport/url.h"
 
 namespace tensorcom::programs {
 

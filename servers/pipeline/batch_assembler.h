@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "batch_format.h"
-#include "tensorcom/metadata.h"
-#include "tensorcom/tensor.h"
+#include "tensorcom/codec/metadata.h"
+#include "tensorcom/codec/tensor.h"
 
 namespace tensorcom::pipeline {
 

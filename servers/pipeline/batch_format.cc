@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "tensorcom/half.h"
+#include "tensorcom/codec/half.h"
 
 namespace tensorcom::pipeline {
 

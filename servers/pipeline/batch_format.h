@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tensorcom/image_format.h"
-#include "tensorcom/tensor.h"
+#include "tensorcom/codec/batch_layout.h"
+#include "tensorcom/codec/tensor.h"
 
 namespace tensorcom::pipeline {
 

@@ -1,7 +1,9 @@
 // The augmentation server behind serve-imagenet-shards and serve-imagenet-dir:
-// a reader thread walks the epoch's shards or files through a shuffle
-// buffer, worker threads decode and augment into batch slots, and the main
-// thread publishes complete batches on a Connection.
+// a reader thread (EpochReader) walks the epoch's shards or files through a
+// shuffle buffer, worker threads (SlotFiller) decode and augment into batch
+// slots of a BatchAssembler, and the calling thread publishes complete
+// batches on a Connection (BatchPublisher); ServerCounters counts and
+// reports, through a ServerLog. This file puts them together.
 #pragma once
 
 #include <cstdint>
@@ -14,14 +16,19 @@
 #include "resume_token.h"
 #include "sample_order.h"
 #include "sample_source.h"
+#include "server_log.h"
 #include "size_schedule.h"
-#include "tensorcom/connection.h"
+#include "tensorcom/transport/connection.h"
 #include "tensorcom/imaging/augmenter.h"
 
 namespace tensorcom::pipeline {
 
 struct ImageServerOptions {
   std::string program = "serve-imagenet";  // prefix of every line it prints
+  // Where its lines go (ServerLog): empty sinks write progress to stdout
+  // and warnings to stderr.
+  ServerLog::Sink progress;
+  ServerLog::Sink warnings;
   std::vector<std::string> addresses;      // URLs to serve on (brace-expanded); at least one
   BatchFormat format;                      // format.size: every epoch's size, unless size_schedule is set
   // The images' size by epoch (FFCV's progressive resizing). With it, every
@@ -82,8 +89,8 @@ struct ImageServerOptions {
 // An eighth of the machine's physical memory, between 64 MiB and 4 GiB.
 [[nodiscard]] std::uint64_t default_memory_limit();
 
-// Serves source's samples until the epochs are done or should_stop; prints
-// report lines and a summary to stdout. Returns the exit status: 1 if an
+// Serves source's samples until the epochs are done or should_stop; writes
+// report lines and a summary to options.progress. Returns the exit status: 1 if an
 // epoch found no sample to serve, else 0. Throws ArgumentError for options
 // or a source that cannot serve, TransportError from the connection.
 int run_image_server(const ImageServerOptions& options, SampleSource& source);

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "tensorcom/error.h"
-#include "tensorcom/regular_file.h"
+#include "tensorcom/codec/error.h"
+#include "tensorcom/codec/regular_file.h"
 
 namespace tensorcom::pipeline {
 

@@ -4,12 +4,12 @@
 #include <chrono>
 #include <thread>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/formats/file_io.h"
 #include "tensorcom/formats/printable.h"
 #include "tensorcom/formats/shard_reader.h"
 #include "tensorcom/formats/webdataset.h"
-#include "tensorcom/regular_file.h"
+#include "tensorcom/codec/regular_file.h"
 #include "tensorcom/imaging/format.h"
 
 namespace tensorcom::pipeline {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/formats/printable.h"
 
 namespace tensorcom::pipeline {

@@ -1,13 +1,12 @@
 #include "skip_counter.h"
 
-#include <iostream>
 
 #include "tensorcom/formats/printable.h"
 
 namespace tensorcom::pipeline {
 
-SkipCounter::SkipCounter(std::string prefix, std::chrono::milliseconds warning_interval)
-    : prefix_(std::move(prefix)), interval_(warning_interval) {}
+SkipCounter::SkipCounter(const ServerLog& log, std::chrono::milliseconds warning_interval)
+    : log_(log), interval_(warning_interval) {}
 
 void SkipCounter::skip(imaging::Problem problem, const std::string& key, const std::string& shard,
                        const std::string& detail) {
@@ -19,12 +18,12 @@ void SkipCounter::skip(imaging::Problem problem, const std::string& key, const s
     return;
   }
   last_warning_ = now;
-  std::cerr << prefix_ << ": skipped sample '" << formats::printable(key) << "' of " << formats::printable(shard)
-            << ": " << imaging::problem_name(problem);
-  if (!detail.empty()) std::cerr << " (" << formats::printable(detail) << ")";
-  if (unreported_) std::cerr << "; " << unreported_ << " more skipped since the last warning";
-  std::cerr << '\n';
+  std::string line = "skipped sample '" + formats::printable(key) + "' of " + formats::printable(shard) + ": " +
+                     std::string(imaging::problem_name(problem));
+  if (!detail.empty()) line += " (" + formats::printable(detail) + ")";
+  if (unreported_) line += "; " + std::to_string(unreported_) + " more skipped since the last warning";
   unreported_ = 0;
+  log_.warn(line);
 }
 
 SkipCounter::Counts SkipCounter::counts() const {

@@ -1,5 +1,6 @@
-// Counts samples that were skipped, by reason, and warns about them on stderr
-// at a bounded rate, naming the sample and its shard. Thread-safe.
+// Counts samples that were skipped, by reason, and warns about them through
+// the server's log at a bounded rate, naming the sample and its shard.
+// Thread-safe.
 #pragma once
 
 #include <array>
@@ -8,14 +9,15 @@
 #include <mutex>
 #include <string>
 
+#include "server_log.h"
 #include "tensorcom/imaging/problem.h"
 
 namespace tensorcom::pipeline {
 
 class SkipCounter {
  public:
-  // prefix starts every warning ("serve-imagenet-shards").
-  explicit SkipCounter(std::string prefix, std::chrono::milliseconds warning_interval = std::chrono::seconds(1));
+  // Warnings go to log.warn(); log must outlive the counter.
+  explicit SkipCounter(const ServerLog& log, std::chrono::milliseconds warning_interval = std::chrono::seconds(1));
 
   // Counts one skipped sample; warns unless a warning was printed within the
   // interval (the count still grows).
@@ -30,7 +32,7 @@ class SkipCounter {
   [[nodiscard]] std::string summary() const;
 
  private:
-  std::string prefix_;
+  const ServerLog& log_;
   std::chrono::milliseconds interval_;
   mutable std::mutex mutex_;
   Counts counts_{};

@@ -17,7 +17,7 @@
 
 #include <unistd.h>
 
-#include "tensorcom/gpu_feeder.h"
+#include "tensorcom/gpu/gpu_feeder.h"
 
 using namespace tensorcom;
 using Clock = std::chrono::steady_clock;

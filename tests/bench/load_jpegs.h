@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/formats/shard_reader.h"
 
 namespace bench {

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/formats/file_io.h"
 #include "tensorcom/formats/image_folder.h"
 #include "test_support.h"

@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/formats/shard_reader.h"
 #include "tensorcom/formats/webdataset.h"
 #include "test_support.h"

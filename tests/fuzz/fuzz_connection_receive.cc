@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorcom/connection.h"
+#include "tensorcom/transport/connection.h"
 
 using namespace tensorcom;
 

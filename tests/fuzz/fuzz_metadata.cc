@@ -2,7 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tensorcom/metadata.h"
+#include "tensorcom/codec/metadata.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

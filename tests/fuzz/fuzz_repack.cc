@@ -11,7 +11,7 @@
 
 #include "memory_file.h"
 #include "image_rewriter.h"
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/formats/shard_reader.h"
 #include "tensorcom/formats/tar_encoder.h"
 

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/imaging/reduce.h"
 #include "tensorcom/imaging/restart_markers.h"
 

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "resume_token.h"
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 using namespace tensorcom::pipeline;
 

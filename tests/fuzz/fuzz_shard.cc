@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 #include "memory_file.h"
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/formats/shard_reader.h"
 
 using namespace tensorcom::formats;

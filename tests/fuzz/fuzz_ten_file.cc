@@ -11,7 +11,7 @@
 
 #include "../test_support.h"
 #include "memory_file.h"
-#include "tensorcom/ten_file.h"
+#include "tensorcom/codec/ten_file.h"
 
 using namespace tensorcom;
 using tensorcom::fuzz::MemoryFile;

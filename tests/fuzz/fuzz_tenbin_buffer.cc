@@ -2,7 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tensorcom/tenbin.h"
+#include "tensorcom/codec/tenbin.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::span bytes(reinterpret_cast<const std::byte*>(data), size);

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "tensorcom/tenbin.h"
+#include "tensorcom/codec/tenbin.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzedDataProvider input(data, size);

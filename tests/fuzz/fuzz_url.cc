@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "tensorcom/brace.h"
-#include "tensorcom/url.h"
+#include "tensorcom/transport/brace.h"
+#include "tensorcom/transport/url.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);

@@ -11,8 +11,8 @@
 #include <set>
 #include <thread>
 
-#include "tensorcom/gpu_feeder.h"
-#include "tensorcom/half.h"
+#include "tensorcom/gpu/gpu_feeder.h"
+#include "tensorcom/codec/half.h"
 #include "test_support.h"
 
 #if TENSORCOM_TEST_CUDA

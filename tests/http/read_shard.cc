@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/formats/printable.h"
 #include "tensorcom/formats/shard_reader.h"
 

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/imaging/geometry.h"
 
 using namespace tensorcom::imaging;

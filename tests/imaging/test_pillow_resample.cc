@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "resample/pillow_resample.h"
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 using namespace tensorcom::imaging;
 

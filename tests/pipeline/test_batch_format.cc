@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "batch_format.h"
-#include "tensorcom/error.h"
-#include "tensorcom/half.h"
+#include "tensorcom/codec/error.h"
+#include "tensorcom/codec/half.h"
 
 using namespace tensorcom;
 using namespace tensorcom::pipeline;

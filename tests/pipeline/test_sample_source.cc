@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "sample_source.h"
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/formats/tar_encoder.h"
 
 using namespace tensorcom;

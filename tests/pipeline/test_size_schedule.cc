@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "size_schedule.h"
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 using namespace tensorcom;
 using namespace tensorcom::pipeline;

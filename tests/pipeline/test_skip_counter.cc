@@ -1,34 +1,19 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
-#include <iostream>
-#include <sstream>
 #include <thread>
 
+#include "collected_log.h"
 #include "skip_counter.h"
 
 using namespace tensorcom::pipeline;
 using tensorcom::imaging::Problem;
 
-namespace {
-
-// Captures what the counter writes to std::cerr while alive.
-class CerrCapture {
- public:
-  CerrCapture() : old_(std::cerr.rdbuf(text_.rdbuf())) {}
-  ~CerrCapture() { std::cerr.rdbuf(old_); }
-  [[nodiscard]] std::string text() const { return text_.str(); }
-
- private:
-  std::ostringstream text_;
-  std::streambuf* old_;
-};
-
-}  // namespace
+using tensorcom::pipeline::testing::CollectedLog;
 
 TEST_CASE("skips are counted by problem, every problem listed") {
-  CerrCapture cerr;
-  SkipCounter counter("test", std::chrono::hours(1));
+  CollectedLog log("test");
+  SkipCounter counter(log.log(), std::chrono::hours(1));
   CHECK(counter.total() == 0);
   CHECK(counter.summary() == "none");
   counter.skip(Problem::kUndecodable, "a", "s.tar", "JPEG: bad Huffman table");
@@ -43,13 +28,13 @@ TEST_CASE("skips are counted by problem, every problem listed") {
 }
 
 TEST_CASE("warnings are rate-limited, and say how many went unreported") {
-  CerrCapture cerr;
-  SkipCounter counter("srv", std::chrono::milliseconds(50));
+  CollectedLog log;
+  SkipCounter counter(log.log(), std::chrono::milliseconds(50));
   counter.skip(Problem::kUndecodable, "k1", "shard-0.tar", "detail one");
   for (int i = 0; i < 5; ++i) counter.skip(Problem::kTruncated, "k2", "shard-0.tar", "");
   std::this_thread::sleep_for(std::chrono::milliseconds(80));
   counter.skip(Problem::kBadLabel, "k3", "shard-1.tar", "cls is 'x'");
-  const std::string text = cerr.text();
+  const std::string text = log.warning_text();
   CHECK(text.find("srv: skipped sample 'k1' of shard-0.tar: undecodable (detail one)") != std::string::npos);
   CHECK(text.find("'k2'") == std::string::npos);
   CHECK(text.find(
@@ -59,8 +44,9 @@ TEST_CASE("warnings are rate-limited, and say how many went unreported") {
 }
 
 TEST_CASE("names from the shard are printed safely") {
-  CerrCapture cerr;
-  SkipCounter counter("srv");
+  CollectedLog log;
+  SkipCounter counter(log.log());
   counter.skip(Problem::kEmpty, "bad\x1b[2Jkey", "s.tar", "");
-  CHECK(cerr.text().find('\x1b') == std::string::npos);
+  CHECK(log.warning_text().find('\x1b') == std::string::npos);
+  CHECK(log.warnings().size() == 1);
 }

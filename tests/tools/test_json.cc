@@ -8,7 +8,7 @@
 #include <string>
 
 #include "json.h"
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 using namespace tensorcom;
 using namespace tensorcom::tools;

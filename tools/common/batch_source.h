@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorcom/connection.h"
+#include "tensorcom/transport/connection.h"
 #include "tensorcom/programs/curve_options.h"
 #include "tensorcom/programs/program.h"
 

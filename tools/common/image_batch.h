@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "tensorcom/half.h"
-#include "tensorcom/image_format.h"
-#include "tensorcom/tensor.h"
+#include "tensorcom/codec/half.h"
+#include "tensorcom/codec/batch_layout.h"
+#include "tensorcom/codec/tensor.h"
 
 namespace tensorcom::tools {
 

@@ -7,8 +7,8 @@
 #include <optional>
 #include <sstream>
 
-#include "tensorcom/error.h"
-#include "tensorcom/regular_file.h"
+#include "tensorcom/codec/error.h"
+#include "tensorcom/codec/regular_file.h"
 
 namespace tensorcom::tools {
 

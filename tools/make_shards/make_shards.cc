@@ -25,8 +25,9 @@
 #include "samples.h"
 #include "image_rewriter.h"
 #include "synthetic_image.h"
-#include "tensorcom/brace.h"
-#include "tensorcom/error.h"
+#include "tensorcom/transport/brace.h"
+#include "tensorcom/codec/atomic_file.h"
+#include "tensorcom/codec/error.h"
 #include "tensorcom/formats/printable.h"
 #include "tensorcom/formats/shard_reader.h"
 #include "tensorcom/formats/shard_writer.h"
@@ -197,9 +198,7 @@ void write_class_names(const std::vector<std::string>& classes, const ShardPatte
   const std::filesystem::path path = std::filesystem::path(pattern.format(0)).parent_path() / "classes.json";
   // Staged and renamed: an existing classes.json is replaced whole or kept.
   const std::string text = nlohmann::json(classes).dump() + '\n';
-  tensorcom::formats::StagedFile out(path);
-  out.write(std::as_bytes(std::span(text)));
-  out.commit();
+  tensorcom::write_file_atomically(path, std::as_bytes(std::span(text)));
   std::cout << "class names: " << path.string() << " (" << classes.size() << " classes)\n";
 }
 

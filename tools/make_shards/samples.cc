@@ -14,7 +14,7 @@
 #include "tensorcom/formats/file_io.h"
 #include "tensorcom/formats/image_folder.h"
 #include "tensorcom/formats/webdataset.h"
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace fs = std::filesystem;
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace make_shards {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "jpeg/libjpeg_errors.h"
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom::imaging {
 
@@ -58,13 +58,13 @@ bool compress_protected(Compressor* c, const std::uint8_t* rgb, int width, int h
 
 }  // namespace
 
-formats::ByteBuffer encode_jpeg(const std::uint8_t* rgb, int width, int height, const JpegEncoding& encoding) {
+ByteBuffer encode_jpeg(const std::uint8_t* rgb, int width, int height, const JpegEncoding& encoding) {
   auto c = std::make_unique<Compressor>();
   if (!compress_protected(c.get(), rgb, width, height, &encoding)) {
     throw Error(std::string("JPEG encoding: ") + c->err.message);
   }
   const auto* out = reinterpret_cast<const std::byte*>(c->out);
-  return formats::ByteBuffer(out, out + c->out_size);
+  return ByteBuffer(out, out + c->out_size);
 }
 
 }  // namespace tensorcom::imaging

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tensorcom/formats/file_io.h"
+#include "tensorcom/codec/byte_buffer.h"
 
 namespace tensorcom::imaging {
 
@@ -19,7 +19,7 @@ struct JpegEncoding {
 // sequential JPEG, 4:2:0 chroma.
 // Throws Error with libjpeg's message if it fails.
 // REQUIRES: width, height in 1..65535; quality in 1..100.
-[[nodiscard]] formats::ByteBuffer encode_jpeg(const std::uint8_t* rgb, int width, int height,
+[[nodiscard]] ByteBuffer encode_jpeg(const std::uint8_t* rgb, int width, int height,
                                               const JpegEncoding& encoding);
 
 }  // namespace tensorcom::imaging

@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "jpeg/libjpeg_errors.h"
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom::imaging {
 
@@ -79,17 +79,17 @@ bool transcode_protected(Transcoder* t, const unsigned char* data, std::size_t s
 
 }  // namespace
 
-formats::ByteBuffer with_restart_markers(std::span<const std::byte> jpeg, std::uint64_t max_pixels) {
+ByteBuffer with_restart_markers(std::span<const std::byte> jpeg, std::uint64_t max_pixels) {
   auto t = std::make_unique<Transcoder>();
   if (!transcode_protected(t.get(), reinterpret_cast<const unsigned char*>(jpeg.data()), jpeg.size(), max_pixels)) {
     const std::size_t unread = t->src.src ? t->src.src->bytes_in_buffer : jpeg.size();
     throw FormatError(std::string("JPEG: ") + t->err.message, jpeg.size() - unread);
   }
   const auto* out = reinterpret_cast<const std::byte*>(t->out);
-  return formats::ByteBuffer(out, out + t->out_size);
+  return ByteBuffer(out, out + t->out_size);
 }
 
-std::optional<std::string> add_restart_markers(formats::ByteBuffer& image) {
+std::optional<std::string> add_restart_markers(ByteBuffer& image) {
   try {
     image = with_restart_markers(image);
     return std::nullopt;

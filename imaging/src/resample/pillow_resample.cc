@@ -8,7 +8,7 @@
 #include "resample/cpu_features.h"
 #include "resample/pillow_resample_kernels.h"
 #include "resample/rgbx_to_rgb.h"
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom::imaging {
 namespace {

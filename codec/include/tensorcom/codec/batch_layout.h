@@ -10,7 +10,7 @@
 #include <span>
 #include <string_view>
 
-#include "tensorcom/channel_affine.h"
+#include "tensorcom/codec/channel_affine.h"
 
 namespace tensorcom {
 

@@ -1,6 +1,6 @@
 // The per-channel affine map that normalises uint8 pixels, as plain data.
 // Plain C++17 on purpose: nvcc compiles the GPU conversion kernel, which
-// takes this struct by value, as C++17 (see image_format.h for the rest).
+// takes this struct by value, as C++17 (see batch_layout.h for the rest).
 #pragma once
 
 #include <cstddef>

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorcom/tensor.h"
+#include "tensorcom/codec/tensor.h"
 
 namespace tensorcom {
 

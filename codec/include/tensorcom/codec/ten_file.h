@@ -17,7 +17,7 @@
 #include <span>
 #include <vector>
 
-#include "tensorcom/tenbin.h"
+#include "tensorcom/codec/tenbin.h"
 
 namespace tensorcom {
 
@@ -111,51 +111,5 @@ struct SalvageReport {
 // never FormatError.
 SalvageReport salvage_ten(const std::filesystem::path& path, std::size_t tensors_per_list,
                           const std::function<void(TensorList&&)>& each, const DecodeLimits& limits = {});
-
-// Writes lists to a .ten file, one after another, without copying tensor data
-// (it goes to the kernel straight from the tensors, one writev per list:
-// there is no buffer in the process, so a crash loses at most the list being
-// written). Move-only; the file is finished by close(), and closed by the
-// destructor.
-class TenWriter {
- public:
-  enum class Mode {
-    kTruncate,  // write path itself, from empty
-    kAppend,    // add to the end of path
-    // Write a temporary file beside path (temporary_path(): PATH.XXXXXX.partial,
-    // a unique name); close() syncs it to disk and renames it to path, so
-    // that path holds a whole file or nothing new. Without close() (a crash,
-    // an error) the temporary file stays, with every list written before:
-    // salvage_ten reads them back. discard() removes it.
-    kReplace,
-  };
-  // Throws IoError.
-  explicit TenWriter(const std::filesystem::path& path, Mode mode = Mode::kTruncate);
-  TenWriter(TenWriter&& other) noexcept;
-  TenWriter& operator=(TenWriter&& other) noexcept;
-  ~TenWriter();
-
-  // Appends one list. Throws IoError.
-  void write(std::span<const Tensor> tensors);
-  // Closes the file (kReplace: after syncing it, renames it to path); throws
-  // IoError if closing, syncing or renaming reports an error. Once closed,
-  // write() throws.
-  void close();
-  // kReplace: closes and removes the temporary file (path is left as it
-  // was). Other modes: closes. Never throws.
-  void discard() noexcept;
-  // The file being written: path, or with kReplace the temporary file.
-  [[nodiscard]] const std::filesystem::path& temporary_path() const noexcept { return writing_; }
-  [[nodiscard]] std::size_t bytes_written() const noexcept { return bytes_written_; }
-
- private:
-  std::filesystem::path path_;     // where the file ends up
-  std::filesystem::path writing_;  // where it is written
-  int fd_ = -1;
-  std::size_t bytes_written_ = 0;
-};
-
-// Writes one list to a new .ten file (the reference's save()).
-void write_ten(const std::filesystem::path& path, std::span<const Tensor> tensors);
 
 }  // namespace tensorcom

@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tensorcom/tensor.h"
+#include "tensorcom/codec/tensor.h"
 
 namespace tensorcom {
 

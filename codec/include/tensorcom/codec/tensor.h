@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "tensorcom/dtype.h"
-#include "tensorcom/error.h"
+#include "tensorcom/codec/dtype.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom {
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tensorcom/codec/atomic_file.h"
 #include "tensorcom/formats/file_io.h"
 
 namespace tensorcom::formats {
@@ -47,7 +48,7 @@ struct ShardSummary {
 };
 
 // Writes encoded samples to shards 0, 1, ... named by the pattern. Each shard
-// is a StagedFile, so a failed run leaves no truncated shard under a final
+// is an AtomicFile, so a failed run leaves no truncated shard under a final
 // name. Move-only; not thread-safe.
 class ShardWriter {
  public:
@@ -64,7 +65,7 @@ class ShardWriter {
 
  private:
   struct OpenShard {
-    StagedFile file;
+    AtomicFile file;
     ShardSummary summary;
   };
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "tensorcom/dtype.h"
-#include "tensorcom/tensor.h"
+#include "tensorcom/codec/dtype.h"
+#include "tensorcom/codec/tensor.h"
 
 namespace tensorcom {
 

@@ -33,11 +33,11 @@
 #include <string>
 #include <vector>
 
-#include "tensorcom/connection.h"
-#include "tensorcom/device_tensor.h"
-#include "tensorcom/error.h"
-#include "tensorcom/image_format.h"
-#include "tensorcom/tensor.h"
+#include "tensorcom/transport/connection.h"
+#include "tensorcom/gpu/device_tensor.h"
+#include "tensorcom/codec/error.h"
+#include "tensorcom/codec/batch_layout.h"
+#include "tensorcom/codec/tensor.h"
 
 namespace tensorcom {
 
@@ -56,7 +56,7 @@ using GpuEvent = void*;
 
 // On-GPU conversion of one tensor of each batch: uint8 (B, H, W, C) pixels,
 // 1 <= C <= 4, to floats (x / 255 - mean[c]) / std[c] (channel_affine in
-// image_format.h), in one kernel.
+// batch_layout.h), in one kernel.
 struct ImageConversion {
   std::size_t tensor = 0;                           // which tensor of the batch holds the images
   DeviceDType dtype = DeviceDType::kFloat32;        // kFloat16, kBFloat16 or kFloat32

@@ -25,7 +25,7 @@
 
 #include "tensorcom/imaging/geometry.h"
 #include "tensorcom/imaging/problem.h"
-#include "tensorcom/metadata.h"
+#include "tensorcom/codec/metadata.h"
 
 namespace tensorcom::imaging {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom::imaging {
 

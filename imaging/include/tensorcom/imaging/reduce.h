@@ -13,7 +13,7 @@
 #include <optional>
 #include <span>
 
-#include "tensorcom/formats/file_io.h"
+#include "tensorcom/codec/byte_buffer.h"
 #include "tensorcom/imaging/augmenter.h"
 
 namespace tensorcom::imaging {
@@ -44,7 +44,7 @@ class ImageReducer {
   // The reduced JPEG, or nothing when the image is left as it is (not a
   // JPEG, or no side over max_side). Throws ImageError for a JPEG that
   // cannot be decoded.
-  [[nodiscard]] std::optional<formats::ByteBuffer> reduce(std::span<const std::byte> image);
+  [[nodiscard]] std::optional<ByteBuffer> reduce(std::span<const std::byte> image);
 
   [[nodiscard]] const ReduceOptions& options() const noexcept { return options_; }
 

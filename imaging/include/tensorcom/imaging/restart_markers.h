@@ -12,7 +12,7 @@
 #include <span>
 #include <string>
 
-#include "tensorcom/formats/file_io.h"
+#include "tensorcom/codec/byte_buffer.h"
 
 namespace tensorcom::imaging {
 
@@ -21,12 +21,12 @@ namespace tensorcom::imaging {
 // libjpeg's message and where it stopped reading if jpeg cannot be read
 // (truncated files included), has more than max_pixels pixels, or more
 // scans than the region decoder allows (the servers' limits).
-[[nodiscard]] formats::ByteBuffer with_restart_markers(std::span<const std::byte> jpeg,
+[[nodiscard]] ByteBuffer with_restart_markers(std::span<const std::byte> jpeg,
                                                        std::uint64_t max_pixels = std::uint64_t{1} << 28);
 
 // --restart-markers on one image: rewrites it in place; one libjpeg cannot
 // read is left as it was (the servers will skip and count it). Returns why it
 // was left as it was, if it was.
-std::optional<std::string> add_restart_markers(formats::ByteBuffer& image);
+std::optional<std::string> add_restart_markers(ByteBuffer& image);
 
 }  // namespace tensorcom::imaging

@@ -23,13 +23,17 @@
 #include <string_view>
 #include <vector>
 
-#include "tensorcom/curve.h"
-#include "tensorcom/error.h"
-#include "tensorcom/stats.h"
-#include "tensorcom/tenbin.h"
-#include "tensorcom/url.h"
+#include "tensorcom/transport/curve.h"
+#include "tensorcom/codec/error.h"
+#include "tensorcom/transport/stats.h"
+#include "tensorcom/codec/tenbin.h"
+#include "tensorcom/transport/url.h"
 
 namespace tensorcom {
+
+namespace detail {
+struct ConnectionAccess;
+}
 
 enum class Framing {
   kMultipart,     // two frames a tensor (the reference's default)
@@ -41,10 +45,6 @@ using Milliseconds = std::chrono::milliseconds;
 // Writes `line` and a newline to stderr: where a Connection's messages go
 // unless ConnectionOptions::log says otherwise.
 void log_to_stderr(std::string_view line);
-
-// The most a sender stopping on a signal waits to deliver queued batches
-// (Connection::shorten_linger_for_stop).
-inline constexpr Milliseconds kStopLinger{1000};
 
 struct ConnectionOptions {
   Framing framing = Framing::kMultipart;  // how send() frames; receiving detects either
@@ -165,9 +165,10 @@ class Connection {
   // Sends as send() does, but never blocks: where send() would wait (a PUSH
   // whose receivers are all gone or full, a PUB with publish_no_drop whose
   // subscriber is full, a PUB awaiting a subscriber) it sends nothing and
-  // returns kWouldBlock. A sender that must notice a stop request waits in
-  // slices with wait_writable() and sends with this: a receiver leaving
-  // between the two cannot then hold it in a send that no signal ends.
+  // returns kWouldBlock. A sender that must notice a stop request sends
+  // with send_until_stopped() (connection_controls.h), which waits in slices
+  // and sends with this: a receiver leaving between a wait and the send
+  // cannot then hold it in a send that no signal ends.
   // Throws TransportError; REQUIRES a PUSH or PUB connection.
   [[nodiscard]] Sent try_send(std::span<const Tensor> batch);
 
@@ -185,54 +186,7 @@ class Connection {
   // send() and recv() throw TransportError; stats(), options(), endpoints()
   // stay readable. Idempotent; the destructor closes.
   void close();
-  // What a program stopping on a signal leaves its sender before close():
-  // PUB, whose slow subscribers miss batches anyway, closes at once; PUSH
-  // gets at most kStopLinger to deliver what is queued, so that a receiver
-  // that stopped reading cannot hold the stop. Throws TransportError if
-  // closed.
-  void shorten_linger_for_stop();
   [[nodiscard]] bool closed() const noexcept;
-
-  // PUB: subscriptions currently held by peers (each SUB socket normally
-  // holds one); 0 for other kinds.
-  [[nodiscard]] std::uint64_t subscribers();
-  // PUB: subscribers counted by peer: subscriptions, but at most the peers
-  // connected that have sent a handshake and a subscription's bytes (the
-  // kernel has them; ZeroMQ applies the subscription a moment later, so
-  // count again before relying on it). One SUB holding two topics, or an
-  // extra subscription, is one subscriber. A peer that connected without
-  // subscribing still counts while another holds two subscriptions.
-  [[nodiscard]] std::uint64_t subscribing_peers();
-  // Senders: peers dropped for holding a connection without finishing its
-  // handshake (too many at once, or for more than 3 s), and for sending
-  // more than a sender's peer ever needs to (a subscription flood), and any
-  // bound socket's for coming while it held its most connections (half the
-  // descriptor limit, at most 512); see docs/security.md.
-  struct DroppedPeers {
-    std::uint64_t unfinished = 0;
-    std::uint64_t flooding = 0;
-    std::uint64_t over_limit = 0;  // came while the socket held its most peers
-    // Reconnections refused, in their handshake, from the address of a peer
-    // dropped for flooding, for 10 s after (longer for an address that
-    // floods again: docs/security.md).
-    std::uint64_t refused_after_flooding = 0;
-  };
-  [[nodiscard]] DroppedPeers dropped_peers() const;
-  // PUB: waits at most timeout (none: forever) until some peer is
-  // subscribed. Returns: whether one is; true at once for other kinds.
-  // Throws TransportError (code() EINTR when a signal interrupted the wait).
-  bool wait_for_subscriber(std::optional<Milliseconds> timeout);
-  // Waits at most timeout until a send would not block (a PUSH socket with
-  // no peer, or every peer's queue full, blocks). Returns: whether it would
-  // not; false also when a signal interrupted the wait. A sender that must
-  // notice a stop request waits in slices with this rather than block in
-  // send(). Throws TransportError for other failures.
-  bool wait_writable(Milliseconds timeout);
-  // PUB: batches send() did not send because no peer was subscribed.
-  [[nodiscard]] std::uint64_t dropped_without_subscriber() const noexcept;
-  // CURVE server with allowed_clients: peers refused so far (each refusal
-  // is also logged through options().log, at the next send or receive).
-  [[nodiscard]] std::uint64_t refused_peers() const noexcept;
 
   // Sends every batch next() yields until it yields nothing; logs the
   // reference's "count N rate ..." line (options().log) every report batches
@@ -263,16 +217,6 @@ class Connection {
   void set_timeout(std::optional<Milliseconds> timeout);
   void set_linger(Milliseconds linger);
   void set_high_water_marks(int send, int receive);
-
-  // A file descriptor for select/poll (pyzmq's Poller takes objects with
-  // fileno()), the same one for the connection's life: readable while a
-  // message may be received without waiting. Call it before each poll (it
-  // re-reads the socket's state; pyzmq and select do so); a wake-up can
-  // still be spurious when a message proves malformed. The first call
-  // starts a watcher thread. Owned by the connection.
-  [[nodiscard]] int poll_descriptor();
-  // Whether a message is waiting (a malformed one would still be skipped).
-  [[nodiscard]] bool message_waiting();
 
   // Batches per epoch (options().epoch), for frameworks that want a length.
   [[nodiscard]] std::uint64_t size() const noexcept;
@@ -307,6 +251,7 @@ class Connection {
 
  private:
   class Impl;
+  friend struct detail::ConnectionAccess;  // connection_controls.h's functions
   std::unique_ptr<Impl> impl_;
 };
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom {
 

@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom {
 

@@ -7,7 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "tensorcom/connection.h"
+#include "tensorcom/transport/connection.h"
 #include "tensorcom/metrics/metrics.h"
 
 namespace tensorcom::metrics {

@@ -5,7 +5,7 @@
 
 #include <boost/program_options.hpp>
 
-#include "tensorcom/curve.h"
+#include "tensorcom/transport/curve.h"
 
 namespace tensorcom::programs {
 

@@ -11,7 +11,7 @@
 #include <span>
 #include <string>
 
-#include "tensorcom/error.h"
+#include "tensorcom/codec/error.h"
 
 namespace tensorcom::programs {
 
