@@ -4,6 +4,8 @@
 #include <unistd.h>
 #include <zmq.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 
 #include <map>
@@ -96,6 +98,53 @@ TEST_CASE("push and pull") {
     auto got = pull.recv(5000ms);
     REQUIRE(got.has_value());
     CHECK(id_of(*got) == 2);  // the refused batch was never sent
+  }
+  SUBCASE("send_until_stopped: waits for a receiver in slices, and a stop ends the wait with nothing sent") {
+    Connection push({ipc_url("zrpush", dir, "u")});
+    std::atomic<int> polls{0};
+    StoppableSend how;
+    how.slice = 10ms;
+    how.stop_requested = [&] { return ++polls > 5; };
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_FALSE(send_until_stopped(push, make_batch(1), how));
+    CHECK(std::chrono::steady_clock::now() - start < 5s);
+    CHECK(polls > 5);
+    CHECK(push.stats().batches() == 0);
+    // A receiver that comes while it waits gets the batch.
+    polls = 0;
+    how.stop_requested = [&] { return false; };
+    std::thread late([&] {
+      std::this_thread::sleep_for(100ms);
+      Connection pull({ipc_url("zrpull", dir, "u")}, receive_options);
+      auto got = pull.recv(5000ms);
+      REQUIRE(got.has_value());
+      CHECK(id_of(*got) == 2);
+    });
+    CHECK(send_until_stopped(push, make_batch(2), how));
+    late.join();
+    CHECK(push.stats().batches() == 1);
+  }
+  SUBCASE("send_until_stopped: a PUB waits for as many subscribers as asked, telling the count") {
+    Connection pub({ipc_url("zpub", dir, "s")});
+    std::vector<std::uint64_t> told;
+    StoppableSend how;
+    how.subscribers = 2;
+    how.slice = 10ms;
+    how.on_subscribers = [&](std::uint64_t n) { told.push_back(n); };
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    how.stop_requested = [&] { return std::chrono::steady_clock::now() > deadline; };
+    Connection one({ipc_url("zsub", dir, "s")}, receive_options);
+    std::thread second([&] {
+      std::this_thread::sleep_for(300ms);
+      Connection two({ipc_url("zsub", dir, "s")}, receive_options);
+      REQUIRE(two.recv(5000ms).has_value());
+    });
+    CHECK(send_until_stopped(pub, make_batch(3), how));
+    second.join();
+    REQUIRE(one.recv(5000ms).has_value());
+    REQUIRE_FALSE(told.empty());
+    CHECK(told.back() == 2);
+    CHECK(std::find(told.begin(), told.end(), 1) != told.end());  // it waited while one was in
   }
   SUBCASE("a stop shortens a sender's linger: PUB to none, PUSH to at most kStopLinger") {
     ConnectionOptions patient;
