@@ -94,6 +94,19 @@ std::string printable(std::string_view text, std::size_t max_bytes) {
   return out;
 }
 
+bool is_utf8(std::string_view text) noexcept {
+  for (std::size_t i = 0; i < text.size();) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    const std::size_t length = utf8_length(text.substr(i));
+    if (length == 0) return false;
+    i += length;
+  }
+  return true;
+}
+
 std::string redacted_url(std::string_view url) {
   const std::size_t scheme = url.find("://");
   if (scheme == std::string_view::npos) return std::string(url);

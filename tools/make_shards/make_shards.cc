@@ -30,10 +30,12 @@
 #include "tensorcom/codec/error.h"
 #include "tensorcom/formats/printable.h"
 #include "tensorcom/formats/shard_reader.h"
+#include "tensorcom/formats/shard_sequence.h"
 #include "tensorcom/formats/shard_writer.h"
 #include "tensorcom/formats/tar_encoder.h"
 #include "tensorcom/formats/webdataset.h"
 #include "tensorcom/imaging/reduce.h"
+#include "tensorcom/programs/byte_count.h"
 #include "tensorcom/programs/program.h"
 
 namespace po = boost::program_options;
@@ -96,17 +98,6 @@ po::options_description make_options() {
   return options;
 }
 
-// Parses a byte count such as 1000000, 1e9 or 2.5e8. Throws ArgumentError.
-[[nodiscard]] std::uint64_t parse_byte_count(const std::string& text) {
-  errno = 0;
-  char* end = nullptr;
-  double value = std::strtod(text.c_str(), &end);
-  // 2^63 keeps the conversion defined and is far beyond any shard.
-  if (text.empty() || *end != '\0' || errno != 0 || !(value >= 1) || value > 9.2e18 || value != std::floor(value))
-    throw tensorcom::ArgumentError("--maxsize must be a whole number of bytes >= 1, got '" + text + "'");
-  return static_cast<std::uint64_t>(value);
-}
-
 [[nodiscard]] SyntheticImageOptions synthetic_options(const po::variables_map& vars) {
   SyntheticImageOptions options;
   options.classes = vars["classes"].as<std::int64_t>();
@@ -160,25 +151,6 @@ void check_inputs(const po::variables_map& vars) {
     throw tensorcom::ArgumentError("--max-side must be in 1.." + std::to_string(kMaxSide));
   if (options.quality < 1 || options.quality > 100) throw tensorcom::ArgumentError("--quality must be in 1..100");
   return options;
-}
-
-// Whether text is UTF-8 (JSON, and so classes.json, can hold nothing else).
-[[nodiscard]] bool is_utf8(std::string_view text) noexcept {
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const auto lead = static_cast<unsigned char>(text[i]);
-    const std::size_t length = lead < 0x80           ? 1
-                               : (lead >> 5) == 0x6  ? 2
-                               : (lead >> 4) == 0xE  ? 3
-                               : (lead >> 3) == 0x1E ? 4
-                                                     : 0;
-    if (length == 0 || i + length > text.size()) return false;
-    for (std::size_t k = 1; k < length; ++k) {
-      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return false;
-    }
-    i += length;
-  }
-  return true;
 }
 
 // Refuses, before any shard is written, class names classes.json could not
@@ -236,7 +208,7 @@ void write_class_names(const std::vector<std::string>& classes, const ShardPatte
 [[nodiscard]] ShardLimits shard_limits(const po::variables_map& vars) {
   ShardLimits limits;
   limits.max_count = vars["maxcount"].as<std::uint64_t>();
-  limits.max_bytes = parse_byte_count(vars["maxsize"].as<std::string>());
+  limits.max_bytes = tensorcom::programs::parse_byte_count(vars["maxsize"].as<std::string>(), "--maxsize");
   if (limits.max_count == 0) throw tensorcom::ArgumentError("--maxcount must be positive");
   return limits;
 }
@@ -272,69 +244,22 @@ struct RepackItem {
   std::vector<std::optional<std::string>> unchanged;  // per member: why it kept no restart markers
 };
 
-// The samples of the shards in order, one shard open at a time; a damaged
-// shard is reported and ends there, and the next one is opened.
-class ShardSequence {
- public:
-  ShardSequence(const std::string& pattern, std::uint64_t max_member_bytes) : paths_(tensorcom::brace_expand(pattern)) {
-    options_.max_member_bytes = max_member_bytes;
-  }
-
-  std::optional<RepackItem> next() {
-    for (;;) {
-      if (shard_) {
-        if (auto sample = shard_->next()) {
-          if (!has_oversized_member(*sample)) return RepackItem{shard_->shard(), std::move(sample->members), {}};
-          continue;
-        }
-        close_shard();
-      }
-      if (at_ == paths_.size()) return std::nullopt;
-      shard_.emplace(paths_[at_++], options_);
-    }
-  }
-  [[nodiscard]] const RepackCounts& counts() const noexcept { return counts_; }
-
- private:
-  // A member over the limit cannot be copied: its sample is left out whole,
-  // with a warning naming it, rather than packed without it.
-  bool has_oversized_member(const ShardSample& sample) {
-    for (const ShardMember& member : sample.members) {
-      if (!member.oversized) continue;
-      std::cerr << "make-shards: " << printable(shard_->shard()) << ": sample " << printable(sample.key)
-                << " left out: member " << printable(member.name) << " has " << member.size << " bytes; the limit is "
-                << options_.max_member_bytes << " (--max-member-bytes)\n";
-      ++counts_.oversized_samples;
-      return true;
-    }
-    return false;
-  }
-
-  void close_shard() {
-    counts_.skipped_members += shard_->keyless_members();
-    if (shard_->error()) {
-      ++counts_.damaged_shards;
-      std::cerr << "make-shards: shard ended early, samples after the damage lost: " << printable(shard_->shard())
-                << ": " << printable(*shard_->error()) << '\n';
-    }
-    shard_.reset();
-  }
-
-  std::vector<std::string> paths_;
-  std::size_t at_ = 0;
-  ShardReaderOptions options_;
-  std::optional<ShardReader> shard_;
-  RepackCounts counts_;
-};
-
 // --from-shards: every sample of every shard, in order, members unchanged
 // but for JPEGs given restart markers when asked (on `jobs` threads).
 RepackCounts repack_shards(const std::string& pattern, std::uint64_t max_member_bytes, ImageRewriter& rewriter,
                            unsigned jobs, TarEncoder& encoder, ShardWriter& writer) {
-  ShardSequence shards(pattern, max_member_bytes);
+  ShardReaderOptions options;
+  options.max_member_bytes = max_member_bytes;
+  ShardSequence shards(tensorcom::brace_expand(pattern), options,
+                       [](std::string_view line) { std::cerr << "make-shards: " << line << '\n'; });
   std::uint64_t unreadable_jpegs = 0;
   run_in_order<RepackItem>(
-      jobs, [&] { return shards.next(); },
+      jobs,
+      [&]() -> std::optional<RepackItem> {
+        auto sample = shards.next();
+        if (!sample) return std::nullopt;
+        return RepackItem{std::move(sample->shard), std::move(sample->members), {}};
+      },
       [&](RepackItem& item) {
         item.unchanged = rewriter.changes_anything() ? rewriter.rewrite(item.members)
                                                      : std::vector<std::optional<std::string>>(item.members.size());
@@ -348,9 +273,8 @@ RepackCounts repack_shards(const std::string& pattern, std::uint64_t max_member_
         }
         writer.add(encoder.encode(members));
       });
-  RepackCounts counts = shards.counts();
-  counts.unreadable_jpegs = unreadable_jpegs;
-  return counts;
+  const ShardSequence::Counts& passed_over = shards.counts();
+  return {unreadable_jpegs, passed_over.skipped_members, passed_over.oversized_samples, passed_over.damaged_shards};
 }
 
 void print_summary(const std::vector<ShardSummary>& shards) {

@@ -14,6 +14,11 @@ namespace tensorcom::formats {
 // text ends in "...".
 [[nodiscard]] std::string printable(std::string_view text, std::size_t max_bytes = 512);
 
+// Whether text is well-formed UTF-8 (no stray or overlong bytes, no
+// surrogates, nothing past U+10FFFF): what JSON, and so classes.json and
+// resume tokens, can hold.
+[[nodiscard]] bool is_utf8(std::string_view text) noexcept;
+
 // A URL ("scheme://authority/path...") without what may be secret: the
 // user and password before the host ("user:pw@") are left out, and a query
 // or fragment (signed URLs carry tokens there) becomes "?...".

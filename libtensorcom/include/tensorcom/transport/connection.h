@@ -46,8 +46,54 @@ using Milliseconds = std::chrono::milliseconds;
 // unless ConnectionOptions::log says otherwise.
 void log_to_stderr(std::string_view line);
 
+// Options are grouped as LevelDB's options.h groups them: what the
+// connection does, then what bounds it, then how fast it goes. Each field
+// has its default in place.
 struct ConnectionOptions {
+  // ---- Behaviour: what the connection does ----
+
   Framing framing = Framing::kMultipart;  // how send() frames; receiving detects either
+  std::optional<Milliseconds> timeout;    // how long iteration waits before TimeoutError (none: forever)
+  std::uint64_t epoch = 100000;           // batches per epoch: what size() reports
+  std::int64_t total = -1;                // iteration stops after this many batches (-1: never)
+  std::optional<std::string> topic;       // SUB subscription; overrides the URL's #fragment
+  bool expand_braces = true;              // false: each URL is taken literally (the reference's noexpand)
+  // PUB: send() waits for a subscriber when there is none, instead of
+  // handing ZeroMQ a batch it would drop (a server that waits costs no CPU
+  // and loses no data). False: such batches are counted as dropped.
+  bool await_subscriber = false;
+  // PUB: a subscriber whose queue is full (send_high_water_mark) makes
+  // send() wait for it instead of missing the batch (ZMQ_XPUB_NODROP):
+  // every subscriber gets every batch, at the slowest one's pace.
+  bool publish_no_drop = false;
+  Milliseconds heartbeat{0};          // ZMTP heartbeat interval (0: none)
+  Milliseconds heartbeat_timeout{0};  // peer dropped after this silence (0: 10 x heartbeat)
+  // Reconnect delay while a peer is absent (not yet started, or gone), and
+  // its back-off limit (0: none, every attempt after `reconnect`): a trainer
+  // started before its server gets the first batch within ~reconnect of the
+  // server binding, as with ZeroMQ's defaults.
+  Milliseconds reconnect{100};
+  Milliseconds reconnect_max{0};
+  Milliseconds linger{2000};  // how long close waits to deliver queued batches
+  // CURVE encryption and authentication of every peer (see curve.h and
+  // docs/security.md). Nothing: plain text, any peer (ZeroMQ's NULL).
+  std::optional<CurveSecurity> curve;
+  // Receives every line the library writes (a malformed message skipped,
+  // serve()'s rate lines), without its newline, on the thread that called
+  // recv() or serve(). Empty: the lines are dropped.
+  std::function<void(std::string_view)> log = log_to_stderr;
+
+  // ---- Bounds: what a peer may make it hold ----
+
+  // Receiving sockets: larger frames are refused by ZeroMQ before it
+  // allocates them, larger messages are dropped and counted (-1: no limit).
+  // See docs/security.md for what an unauthenticated peer can still make
+  // ZeroMQ buffer.
+  std::int64_t max_message_size = std::int64_t{2} << 30;
+  DecodeLimits limits;  // bounds on what a received header may declare
+
+  // ---- Performance: how much it queues and keeps ----
+
   // Batches queued for sending, per peer: ZeroMQ's (and the reference's)
   // count, so that a burst of small batches over PUB is not dropped;
   // queue_bytes lowers it for large batches.
@@ -61,35 +107,6 @@ struct ConnectionOptions {
   // raise it (ZeroMQ cannot safely grow a queue that is full). 0: the count
   // alone.
   std::int64_t queue_bytes = std::int64_t{256} << 20;
-  std::optional<Milliseconds> timeout;  // how long iteration waits before TimeoutError (none: forever)
-  std::uint64_t epoch = 100000;         // batches per epoch: what size() reports
-  std::int64_t total = -1;              // iteration stops after this many batches (-1: never)
-  std::optional<std::string> topic;     // SUB subscription; overrides the URL's #fragment
-  Milliseconds heartbeat{0};            // ZMTP heartbeat interval (0: none)
-  Milliseconds heartbeat_timeout{0};    // peer dropped after this silence (0: 10 x heartbeat)
-  // Reconnect delay while a peer is absent (not yet started, or gone), and
-  // its back-off limit (0: none, every attempt after `reconnect`): a trainer
-  // started before its server gets the first batch within ~reconnect of the
-  // server binding, as with ZeroMQ's defaults.
-  Milliseconds reconnect{100};
-  Milliseconds reconnect_max{0};
-  Milliseconds linger{2000};  // how long close waits to deliver queued batches
-  // Receiving sockets: larger frames are refused by ZeroMQ before it
-  // allocates them, larger messages are dropped and counted (-1: no limit).
-  // See docs/security.md for what an unauthenticated peer can still make
-  // ZeroMQ buffer.
-  std::int64_t max_message_size = std::int64_t{2} << 30;
-  // PUB: send() waits for a subscriber when there is none, instead of
-  // handing ZeroMQ a batch it would drop (a server that waits costs no CPU
-  // and loses no data). False: such batches are counted as dropped.
-  bool await_subscriber = false;
-  // PUB: a subscriber whose queue is full (send_high_water_mark) makes
-  // send() wait for it instead of missing the batch (ZMQ_XPUB_NODROP):
-  // every subscriber gets every batch, at the slowest one's pace.
-  bool publish_no_drop = false;
-  DecodeLimits limits;               // bounds on what a received header may declare
-  std::size_t stats_horizon = 1000;  // batches the recent rates cover
-  bool expand_braces = true;         // false: each URL is taken literally (the reference's noexpand)
   // Keep large receive buffers mapped between messages: without it every
   // batch is freshly mapped and faulted in. Process-wide, see Connection's
   // constructor. What is kept is given back to the system when the
@@ -98,13 +115,7 @@ struct ConnectionOptions {
   // its first send that copies a large batch (single-buffer framing, or a
   // tensor without an owner): each copy would be faulted in afresh too.
   bool reuse_receive_memory = true;
-  // CURVE encryption and authentication of every peer (see curve.h and
-  // docs/security.md). Nothing: plain text, any peer (ZeroMQ's NULL).
-  std::optional<CurveSecurity> curve;
-  // Receives every line the library writes (a malformed message skipped,
-  // serve()'s rate lines), without its newline, on the thread that called
-  // recv() or serve(). Empty: the lines are dropped.
-  std::function<void(std::string_view)> log = log_to_stderr;
+  std::size_t stats_horizon = 1000;  // batches the recent rates cover
 };
 
 // Malformed messages seen by a receiving Connection, by kind.
