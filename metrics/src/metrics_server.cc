@@ -3,8 +3,8 @@
 // number. cpp-httplib (Debian's 0.11) served it before, one connection at a
 // time on a thread pool: it had no bound on a request line, no deadline for
 // a whole request and an unbounded queue of accepted connections, so idle
-// or slow clients could delay scrapes and stops without end (issue 31;
-// docs/security.md).
+// or slow clients could delay scrapes and stops without end
+// (docs/security.md).
 #include "tensorcom/metrics/metrics_server.h"
 
 #include <fcntl.h>

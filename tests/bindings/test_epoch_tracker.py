@@ -11,19 +11,7 @@ import pytest
 
 import tensorcom
 from tensorcom.resume import EpochTracker
-
-FP = "0123456789abcdef"
-OTHER_FP = "fedcba9876543210"
-
-
-def meta(stream, epoch, batch, batches=None, last=None, fingerprint=FP, seed=7):
-    fields = {"keys": [f"k{batch}"], "stream": stream, "fingerprint": fingerprint, "seed": seed, "epoch": epoch,
-              "batch": batch}
-    if batches is not None:
-        fields["batches"] = batches
-    if last is not None:
-        fields["last"] = last
-    return fields
+from stream_meta import FP, OTHER_FP, meta
 
 
 def ident(fields):

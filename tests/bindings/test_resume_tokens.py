@@ -18,22 +18,11 @@ import pytest
 
 import tensorcom
 from tensorcom.resume import ConsumedBatches, merge_state_dicts
+from stream_meta import FP, OTHER_FP, meta
 
 msgpack = pytest.importorskip("msgpack")
 
 TIMEOUT_S = 10  # one receive
-FP = "0123456789abcdef"
-OTHER_FP = "fedcba9876543210"
-
-
-def meta(stream, epoch, batch, batches=None, last=None, fingerprint=FP, seed=7):
-    fields = {"keys": [f"k{batch}"], "server": "h:1", "seq": batch, "stream": stream, "fingerprint": fingerprint,
-              "seed": seed, "epoch": epoch, "batch": batch}
-    if batches is not None:
-        fields["batches"] = batches
-    if last is not None:
-        fields["last"] = last
-    return fields
 
 
 def gathered(tokens):

@@ -201,25 +201,23 @@ TEST_CASE("what the reader holds is bounded by its memory limit") {
 }
 
 TEST_CASE("--epoch-batches: a short share is read again, a long one cut") {
-  SUBCASE("short") {
-    FakeSource source(1, 5);
+  // Reads `units` x `per_unit` samples in batches of 4 with a quota of
+  // `batches`; returns the samples handed over and the last progress line.
+  auto read = [](std::size_t units, std::size_t per_unit, std::uint64_t batches) {
+    FakeSource source(units, per_unit);
     ReaderOptions o = options(4, 1);
-    o.epoch_batches = 3;
+    o.epoch_batches = batches;
     Run run(source, o);
     run.reader.read_all();
-    CHECK(run.out.handed.size() == 12);
-    CHECK(run.out.opened.size() == 3);
-    CHECK(run.log.progress().back().find("the share was read 3 times") != std::string::npos);
-  }
-  SUBCASE("long") {
-    FakeSource source(2, 10);
-    ReaderOptions o = options(4, 1);
-    o.epoch_batches = 2;
-    Run run(source, o);
-    run.reader.read_all();
-    CHECK(run.out.handed.size() == 8);
-    CHECK(run.log.progress().back().find("the rest of the share is left out") != std::string::npos);
-  }
+    CHECK(run.out.opened.size() == batches);
+    return std::pair{run.out.handed.size(), run.log.progress().back()};
+  };
+  const auto [short_taken, short_line] = read(1, 5, 3);
+  CHECK(short_taken == 12);
+  CHECK(short_line.find("the share was read 3 times") != std::string::npos);
+  const auto [long_taken, long_line] = read(2, 10, 2);
+  CHECK(long_taken == 8);
+  CHECK(long_line.find("the rest of the share is left out") != std::string::npos);
 }
 
 TEST_CASE("a unit that fails is counted and the others served") {
