@@ -81,7 +81,7 @@ class AssemblerOutput final : public ReaderOutput {
   BoundedQueue<Dispatched>& queue_;
 };
 
-ReaderOptions reader_options(const ImageServerOptions& o, std::uint64_t memory_limit) {
+ReaderOptions reader_options_of(const ImageServerOptions& o, std::uint64_t memory_limit) {
   ReaderOptions r;
   r.order = o.order;
   r.shuffle_buffer = o.shuffle_buffer;
@@ -95,7 +95,7 @@ ReaderOptions reader_options(const ImageServerOptions& o, std::uint64_t memory_l
   return r;
 }
 
-FillerOptions filler_options(const ImageServerOptions& o) {
+FillerOptions filler_options_of(const ImageServerOptions& o) {
   FillerOptions f;
   f.augment = o.augment;
   f.seed = o.order.seed;
@@ -107,7 +107,7 @@ FillerOptions filler_options(const ImageServerOptions& o) {
   return f;
 }
 
-PublisherOptions publisher_options(const ImageServerOptions& o, const SampleSource& source) {
+PublisherOptions publisher_options_of(const ImageServerOptions& o, const SampleSource& source) {
   PublisherOptions p;
   p.metadata = o.format.metadata;
   p.server_id = o.server_id.empty() ? default_server_id() : o.server_id;
@@ -133,9 +133,9 @@ struct Serving {
         output(assembler, queue),
         stop_requested([this] { return stopped.load(std::memory_order_relaxed) ||
                                        (this->options.should_stop && this->options.should_stop()); }),
-        reader(reader_options(options, memory_limit), source, output, counters, log, stop_requested),
-        fill(filler_options(options)),
-        publisher(publisher_options(options, source), connection, counters, stop_requested) {}
+        reader(reader_options_of(options, memory_limit), source, output, counters, log, stop_requested),
+        filler_options(filler_options_of(options)),
+        publisher(publisher_options_of(options, source), connection, counters, stop_requested) {}
 
   int run();
   void say_start() const;
@@ -158,7 +158,7 @@ struct Serving {
   std::atomic<bool> stopped{false};  // should_stop said so (set by the watcher)
   std::function<bool()> stop_requested;
   EpochReader reader;
-  FillerOptions fill;
+  FillerOptions filler_options;
   BatchPublisher publisher;
 };
 
@@ -190,7 +190,7 @@ int Serving::run() {
   std::vector<std::thread> workers;
   for (std::size_t i = 0; i < worker_count(options); ++i) {
     workers.emplace_back([this, i] {
-      SlotFiller filler(fill, assembler, source, counters, log, counters.worker_clocks(i));
+      SlotFiller filler(filler_options, assembler, source, counters, log, counters.worker_clocks(i));
       while (auto dispatched = queue.pop()) filler.serve(*dispatched);
     });
   }

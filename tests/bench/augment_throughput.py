@@ -173,7 +173,9 @@ def main():
     parser.add_argument("--shards", required=True, help="brace pattern of tar shards")
     parser.add_argument("--epochs", type=int, default=3, help="passes the servers make")
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--only", default="", help="comma-separated figures to run, e.g. '(1a),(2)' (default: all)")
     args = parser.parse_args()
+    only = {name.strip() for name in args.only.split(",") if name.strip()}
     paths = shard_paths(args.shards)
     images = count_images(paths)
     best = {}
@@ -194,6 +196,8 @@ def main():
                 "(2r)": lambda: server(args.build, restart_pattern, images, 1, "0", args.epochs),
                 "(4r)": lambda: server(args.build, restart_pattern, images, 2, "0,1", args.epochs)}
         for name, run in runs.items():
+            if only and name not in only:
+                continue
             value = run()
             if value is not None:
                 best[name] = max(best.get(name, 0.0), value)

@@ -87,6 +87,7 @@ def main():
     curve = results["tcp+curve"]
     print(f"  tcp+curve: {curve:6.2f} GB/s   ratio to plain tcp {curve / results['tcp']:4.2f} "
           f"(the cost of CURVE encryption, one core each side)")
+    print(json.dumps({"gb_per_s": results, "raw_gb_per_s": reference}))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ namespace {
 
 void reduce(std::span<const std::byte> jpeg, std::uint64_t max_pixels) {
   tensorcom::imaging::ImageReducer reducer({.max_side = 16, .restart_markers = true, .max_pixels = max_pixels});
-  std::optional<tensorcom::formats::ByteBuffer> reduced;
+  std::optional<tensorcom::ByteBuffer> reduced;
   try {
     reduced = reducer.reduce(jpeg);
   } catch (const tensorcom::Error&) {
@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::span<const std::byte> jpeg(reinterpret_cast<const std::byte*>(data + 8), size - 8);
   // The default limit allows 2**28 pixels: too much memory for the fuzzer.
   const std::uint64_t max_pixels = (data[0] & 1) ? 4096 : std::uint64_t{1} << 22;
-  tensorcom::formats::ByteBuffer once;
+  tensorcom::ByteBuffer once;
   try {
     once = tensorcom::imaging::with_restart_markers(jpeg, max_pixels);
   } catch (const tensorcom::FormatError&) {

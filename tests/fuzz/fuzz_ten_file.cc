@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "../test_support.h"
+#include "test_support.h"
 #include "memory_file.h"
 #include "tensorcom/codec/ten_file.h"
 
