@@ -60,7 +60,10 @@ TEST_CASE("an atomic file replaces its path only when committed") {
     CHECK(file.fd() == -1);
   }
   SUBCASE("an uncommitted file is removed and the old one kept") {
-    { AtomicFile file(path); file.write(std::string_view("half")); }
+    {
+      AtomicFile file(path);
+      file.write(std::string_view("half"));
+    }
     CHECK(contents(path) == "old");
     CHECK(temporaries(dir.path).empty());
   }

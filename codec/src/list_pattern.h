@@ -23,9 +23,13 @@ struct Signature {
   Shape shape;
 };
 
-inline Signature signature_of(TensorHeader header) { return {header.dtype, std::move(header.info), std::move(header.shape)}; }
+inline Signature signature_of(TensorHeader header) {
+  return {header.dtype, std::move(header.info), std::move(header.shape)};
+}
 
-inline Signature signature_of(const Tensor& tensor) { return {tensor.dtype(), std::string(tensor.info()), tensor.shape()}; }
+inline Signature signature_of(const Tensor& tensor) {
+  return {tensor.dtype(), std::string(tensor.info()), tensor.shape()};
+}
 
 inline bool same_signature(const Signature& a, const Signature& b) noexcept {
   if (a.dtype != b.dtype || a.info != b.info || a.shape.size() != b.shape.size()) return false;

@@ -27,7 +27,6 @@ using detail::same_signature;
 using detail::signature_of;
 using detail::whole_sequence_length;
 
-
 struct FdCloser {
   int fd;
   ~FdCloser() {

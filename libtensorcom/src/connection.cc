@@ -541,9 +541,9 @@ class Connection::Impl {
   // Addresses of flooders, refused for a while (a sender's; a receiver's
   // stays empty). Before zap_ and monitor_, which share it.
   std::shared_ptr<detail::AddressBans> bans_ = std::make_shared<detail::AddressBans>();
-  std::unique_ptr<detail::ZapHandler> zap_;  // allow-list and bans; stops before the context closes
-  DroppedPeers dropped_peers_;                // counted by a monitor since closed
-  detail::SubscriptionLedger subscriptions_;  // PUB: as the XPUB messages tell them
+  std::unique_ptr<detail::ZapHandler> zap_;          // allow-list and bans; stops before the context closes
+  DroppedPeers dropped_peers_;                       // counted by a monitor since closed
+  detail::SubscriptionLedger subscriptions_;         // PUB: as the XPUB messages tell them
   std::uint64_t fitted_bytes_ = 0;                   // batch size the send queue was fitted to
   std::unique_ptr<detail::PollSignal> poll_signal_;  // poll_descriptor()'s; stops before the socket closes
   bool closed_ = false;

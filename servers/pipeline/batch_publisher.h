@@ -18,11 +18,11 @@
 namespace tensorcom::pipeline {
 
 struct PublisherOptions {
-  bool metadata = false;         // a metadata tensor after images and labels
-  std::string server_id;         // in metadata
-  StreamIdentity identity;       // the stream's name, fingerprint, seed, --epoch-batches
+  bool metadata = false;          // a metadata tensor after images and labels
+  std::string server_id;          // in metadata
+  StreamIdentity identity;        // the stream's name, fingerprint, seed, --epoch-batches
   std::uint64_t subscribers = 0;  // PUB: the first batch waits for this many (0: one)
-  std::uint64_t report = 10;     // a rate line every N batches (0: never)
+  std::uint64_t report = 10;      // a rate line every N batches (0: never)
   bool repeat_first_batch = false;
 };
 

@@ -48,9 +48,9 @@ struct ReaderOptions {
   // Bytes of encoded samples the reader holds: the shuffle buffer 3/4 of
   // it, each of the two sample windows 1/8.
   std::uint64_t memory_limit = std::uint64_t{1} << 30;
-  StreamResume resume;                         // batches consumed before a resume
+  StreamResume resume;                        // batches consumed before a resume
   std::function<int(std::uint64_t)> size_at;  // each epoch's image size
-  bool announce_sizes = false;                 // say each epoch's size when it changes (--size-schedule)
+  bool announce_sizes = false;                // say each epoch's size when it changes (--size-schedule)
 };
 
 class EpochReader {

@@ -126,13 +126,13 @@ struct Serving {
         log(server_log(options)),
         memory_limit(options.memory_limit ? options.memory_limit : default_memory_limit()),
         counters(log, worker_count(options)),
-        queue(queue_capacity(options), memory_limit / 4,
-              [](const Dispatched& d) { return buffered_bytes(*d.sample); }),
+        queue(queue_capacity(options), memory_limit / 4, [](const Dispatched& d) { return buffered_bytes(*d.sample); }),
         assembler(format_of(options, epoch_size(options, 0)), batch_buffers(options), largest_size(options)),
         connection(options.addresses, connection_options(options)),
         output(assembler, queue),
-        stop_requested([this] { return stopped.load(std::memory_order_relaxed) ||
-                                       (this->options.should_stop && this->options.should_stop()); }),
+        stop_requested([this] {
+          return stopped.load(std::memory_order_relaxed) || (this->options.should_stop && this->options.should_stop());
+        }),
         reader(reader_options_of(options, memory_limit), source, output, counters, log, stop_requested),
         filler_options(filler_options_of(options)),
         publisher(publisher_options_of(options, source), connection, counters, stop_requested) {}

@@ -29,8 +29,8 @@ struct ImageServerOptions {
   // and warnings to stderr.
   ServerLog::Sink progress;
   ServerLog::Sink warnings;
-  std::vector<std::string> addresses;      // URLs to serve on (brace-expanded); at least one
-  BatchFormat format;                      // format.size: every epoch's size, unless size_schedule is set
+  std::vector<std::string> addresses;  // URLs to serve on (brace-expanded); at least one
+  BatchFormat format;                  // format.size: every epoch's size, unless size_schedule is set
   // The images' size by epoch (FFCV's progressive resizing). With it, every
   // epoch's batches end with the epoch (its last may be short), so that a
   // batch holds one epoch and one size; format.size is ignored.

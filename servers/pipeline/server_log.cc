@@ -22,8 +22,9 @@ ServerLog::ServerLog(std::string program, Sink info, Sink warning)
     : program_(std::move(program)), info_(std::move(info)), warning_(std::move(warning)) {}
 
 ServerLog ServerLog::standard_streams(std::string program) {
-  return ServerLog(std::move(program), [](std::string_view line) { write_line(std::cout, line); },
-                   [](std::string_view line) { write_line(std::cerr, line); });
+  return ServerLog(
+      std::move(program), [](std::string_view line) { write_line(std::cout, line); },
+      [](std::string_view line) { write_line(std::cerr, line); });
 }
 
 void ServerLog::info(std::string_view text) const {

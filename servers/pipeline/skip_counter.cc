@@ -1,6 +1,5 @@
 #include "skip_counter.h"
 
-
 #include "tensorcom/formats/printable.h"
 
 namespace tensorcom::pipeline {

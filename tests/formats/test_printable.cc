@@ -48,10 +48,10 @@ TEST_CASE("is_utf8 takes well-formed UTF-8 only, as JSON needs") {
   CHECK(is_utf8(""));
   CHECK(is_utf8("n01440764 tench"));
   CHECK(is_utf8("caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x90\x9f"));
-  CHECK_FALSE(is_utf8("caf\xe9"));                // Latin-1
-  CHECK_FALSE(is_utf8("\xc3"));                   // cut short
-  CHECK_FALSE(is_utf8("\xc0\xaf"));               // overlong '/'
-  CHECK_FALSE(is_utf8("\xed\xa0\x80"));           // a surrogate
-  CHECK_FALSE(is_utf8("\xf4\x90\x80\x80"));       // past U+10FFFF
+  CHECK_FALSE(is_utf8("caf\xe9"));                    // Latin-1
+  CHECK_FALSE(is_utf8("\xc3"));                       // cut short
+  CHECK_FALSE(is_utf8("\xc0\xaf"));                   // overlong '/'
+  CHECK_FALSE(is_utf8("\xed\xa0\x80"));               // a surrogate
+  CHECK_FALSE(is_utf8("\xf4\x90\x80\x80"));           // past U+10FFFF
   CHECK_FALSE(is_utf8(std::string_view("\x80", 1)));  // a stray continuation byte
 }

@@ -13,8 +13,9 @@ namespace tensorcom::pipeline::testing {
 class CollectedLog {
  public:
   CollectedLog(std::string program = "srv")
-      : log_(std::move(program), [this](std::string_view line) { add(progress_, line); },
-             [this](std::string_view line) { add(warnings_, line); }) {}
+      : log_(
+            std::move(program), [this](std::string_view line) { add(progress_, line); },
+            [this](std::string_view line) { add(warnings_, line); }) {}
   CollectedLog(const CollectedLog&) = delete;
   CollectedLog& operator=(const CollectedLog&) = delete;
 

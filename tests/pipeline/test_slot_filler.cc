@@ -100,8 +100,9 @@ TEST_CASE("a sample that cannot be served is replaced by its nearest candidate t
   Worker w;
   const SharedSample bad = sample("empty", 3, ByteBuffer{}, 1);
   w.filler->serve({sample("first", 1, grey_jpeg(200), 0), {}});
-  w.filler->serve({bad, {sample("undecodable", 5, garbage(), 2), sample("c", 6, grey_jpeg(90), 3),
-                         sample("d", 7, grey_jpeg(160), 4)}});
+  w.filler->serve(
+      {bad,
+       {sample("undecodable", 5, garbage(), 2), sample("c", 6, grey_jpeg(90), 3), sample("d", 7, grey_jpeg(160), 4)}});
   const AssembledBatch batch = w.finish_batch(2);
   CHECK(batch.labels.values<std::int32_t>()[1] == 6);
   CHECK(batch.keys[1] == "c");

@@ -39,8 +39,8 @@ void DecodeContext::check_pixels(std::uint64_t width, std::uint64_t height) cons
 void PillowAxes::plan(ResampleFilter filter, Size image, const Transform& t, int num) {
   plan_scaled_axis(x, filter, t.crop.x, t.crop.width, image.width, num, t.resized.width, t.window.x, t.window.width,
                    AxisPass::kHorizontal, &origin_x);
-  plan_scaled_axis(y, filter, t.crop.y, t.crop.height, image.height, num, t.resized.height, t.window.y,
-                   t.window.height, AxisPass::kVertical, &origin_y);
+  plan_scaled_axis(y, filter, t.crop.y, t.crop.height, image.height, num, t.resized.height, t.window.y, t.window.height,
+                   AxisPass::kVertical, &origin_y);
 }
 
 }  // namespace tensorcom::imaging

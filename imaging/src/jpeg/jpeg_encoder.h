@@ -19,7 +19,6 @@ struct JpegEncoding {
 // sequential JPEG, 4:2:0 chroma.
 // Throws Error with libjpeg's message if it fails.
 // REQUIRES: width, height in 1..65535; quality in 1..100.
-[[nodiscard]] ByteBuffer encode_jpeg(const std::uint8_t* rgb, int width, int height,
-                                              const JpegEncoding& encoding);
+[[nodiscard]] ByteBuffer encode_jpeg(const std::uint8_t* rgb, int width, int height, const JpegEncoding& encoding);
 
 }  // namespace tensorcom::imaging

@@ -32,8 +32,7 @@ class ShardSequence {
 
   // paths: the shards (already expanded), read in this order. warn gets
   // each warning line (without a newline or a program prefix); may be empty.
-  ShardSequence(std::vector<std::string> paths, ShardReaderOptions options,
-                std::function<void(std::string_view)> warn);
+  ShardSequence(std::vector<std::string> paths, ShardReaderOptions options, std::function<void(std::string_view)> warn);
 
   // The next sample; nothing after the last shard. Throws IoError where a
   // shard cannot be opened at all (ShardReader's constructor).

@@ -22,7 +22,7 @@ namespace tensorcom::imaging {
 // (truncated files included), has more than max_pixels pixels, or more
 // scans than the region decoder allows (the servers' limits).
 [[nodiscard]] ByteBuffer with_restart_markers(std::span<const std::byte> jpeg,
-                                                       std::uint64_t max_pixels = std::uint64_t{1} << 28);
+                                              std::uint64_t max_pixels = std::uint64_t{1} << 28);
 
 // --restart-markers on one image: rewrites it in place; one libjpeg cannot
 // read is left as it was (the servers will skip and count it). Returns why it
