@@ -210,7 +210,7 @@ void ImageServerCli::finish_connection() {
   // The name travels in every batch's metadata and in resume tokens, which
   // trainers decode as UTF-8 text: bounded, printable, UTF-8.
   if (vars_.count("stream") && (server.stream.empty() || server.stream.size() > kMostStreamName ||
-                                formats::printable(server.stream) != server.stream)) {
+                                formats::printable(server.stream, kMostStreamName) != server.stream)) {
     throw ArgumentError("--stream '" + formats::printable(server.stream.substr(0, 64)) + "': a stream name is 1 to " +
                         std::to_string(kMostStreamName) + " bytes of printable UTF-8");
   }
@@ -274,7 +274,7 @@ void ImageServerCli::finish_format() {
 }
 
 void ImageServerCli::finish_size_schedule() {
-  if (size_schedule_.empty()) return;
+  if (!vars_.count("size-schedule")) return;
   // Validation is measured at one size, as FFCV's val_res: a validation
   // server keeps its --size.
   if (server.augment.validation) {

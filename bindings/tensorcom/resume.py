@@ -690,11 +690,27 @@ def stream_lines(token: Mapping[str, Any]) -> List[str]:
         raise _argument_error(e) from None
 
 
+def _printable(text: str) -> str:
+    """text with control characters (C0, DEL, C1) and backslashes escaped, as
+    the servers' messages show names from outside: a hostile stream name
+    cannot move a terminal's cursor or hide itself."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch == "\\":
+            out.append("\\\\")
+        elif code < 0x20 or 0x7F <= code <= 0x9F:
+            out.append(f"\\x{code:02x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def _stream_lines(token):
     lines = []
     for name, stream in sorted(_parse(token).items()):
         complete = f"epochs below {stream.complete} complete" if stream.complete else "no epoch complete"
-        parts = [f"{name}: seed {stream.seed}, fingerprint {stream.fingerprint}, {complete}"]
+        parts = [f"{_printable(name)}: seed {stream.seed}, fingerprint {stream.fingerprint}, {complete}"]
         for epoch, entry in sorted(stream.epochs.items()):
             done = sum(b - a for a, b in entry.consumed)
             of = "?" if entry.batches is None else entry.batches

@@ -3,17 +3,20 @@
     python3 -m tensorcom.resume merge OUT IN...   the union of token files, written atomically
     python3 -m tensorcom.resume show FILE         a line per stream: what the token says was consumed
 
-A bad token or file is one line on stderr and exit status 2. It does not
+A bad token or file (one that is not a regular file included) is one line
+on stderr, control characters escaped, and exit status 2. It does not
 load the C++ extension (tensorcom.resume's token code is pure Python), so
 it starts quickly and runs where the extension cannot load.
 """
 
 import argparse
 import json
+import os
+import stat
 import sys
 from typing import Any, Dict, List, Optional
 
-from .resume import _Invalid, _merge, _parse, _stream_lines, write_token
+from .resume import _Invalid, _merge, _parse, _printable, _stream_lines, write_token
 
 PROGRAM = "python3 -m tensorcom.resume"
 MAX_FILE_BYTES = 64 << 20  # a token file is read whole
@@ -26,10 +29,19 @@ class _BadInput(Exception):
 def _read_token(path: str) -> Dict[str, Any]:
     """The validated token in the JSON file at path, or _BadInput naming it."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
+        # Opened without blocking and checked before reading: a FIFO would
+        # wait for a writer, a device might never end.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise _BadInput(f"{path}: cannot read: {e.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _BadInput(f"{path}: not a regular file")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(MAX_FILE_BYTES + 1)
+        except OSError as e:
+            raise _BadInput(f"{path}: cannot read: {e.strerror}") from None
     if len(data) > MAX_FILE_BYTES:
         raise _BadInput(f"{path}: larger than {MAX_FILE_BYTES} bytes")
     try:
@@ -75,7 +87,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         (_merge_command if args.command == "merge" else _show_command)(args)
     except _BadInput as e:
-        print(f"{PROGRAM} {args.command}: error: {e}", file=sys.stderr)
+        print(f"{PROGRAM} {args.command}: error: {_printable(str(e))}", file=sys.stderr)
         return 2
     return 0
 

@@ -186,9 +186,21 @@ std::string stream_fingerprint(const StreamRecipe& r) {
 }
 
 StreamResume parse_resume_token(std::string_view text, std::string_view source, const StreamIdentity& identity) {
+  // A token nests five deep ({streams: {name: {epochs: {e: {consumed: [[a, b]]}}}}}).
+  // Deeper is refused as it is read: 64 MiB of '[' would otherwise become
+  // tens of millions of nested values, gigabytes, before any check.
+  constexpr int kMostDepth = 16;
+  const auto refuse_deep = [&](int depth, Json::parse_event_t event, Json&) {
+    if (depth > kMostDepth &&
+        (event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start)) {
+      throw ArgumentError(std::string(source) + ": not a resume token: nested more than " + std::to_string(kMostDepth) +
+                          " deep");
+    }
+    return true;
+  };
   Json token;
   try {
-    token = Json::parse(text);
+    token = Json::parse(text, refuse_deep);
   } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number like 8e8333333
     throw ArgumentError(std::string(source) + ": not a JSON resume token (" + e.what() + ")");
   }

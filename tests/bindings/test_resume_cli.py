@@ -117,6 +117,28 @@ def test_bad_input_is_one_line_and_status_2(tmp_path, command, content, message)
     assert not os.path.exists(tmp_path / "out.json")
 
 
+def test_a_fifo_or_a_folder_is_refused_at_once(tmp_path):
+    """Not a regular file: refused without reading, so a FIFO with no
+    writer cannot hold the command (run in its own interpreter, bounded)."""
+    fifo = tmp_path / "token.fifo"
+    os.mkfifo(fifo)
+    for path in (fifo, tmp_path):
+        r = run_module("show", path)
+        assert r.returncode == 2 and r.stdout == "", r
+        assert f"{path}: not a regular file" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_control_characters_of_a_stream_name_are_escaped(tmp_path, command):
+    hostile = "rank\x1b[2J\x9b0\n"
+    r = command("show", write(tmp_path / "t.json", token({hostile: stream()})))
+    assert r.returncode == 0, r
+    assert r.stdout.startswith("rank\\x1b[2J\\x9b0\\x0a: seed 7"), r.stdout
+    assert "\x1b" not in r.stdout and "\x9b" not in r.stdout and r.stdout.count("\n") == 1
+    bad = token({hostile: stream(seed=-1)})
+    r = command("show", write(tmp_path / "bad.json", bad))
+    assert r.returncode == 2 and "\x1b" not in r.stderr and r.stderr.count("\n") == 1, r
+
+
 def test_tokens_that_disagree_are_not_merged(tmp_path, command):
     other_seed = token({"0/2": stream(seed=8)})
     inputs = [write(tmp_path / "a.json", RANK0), write(tmp_path / "b.json", other_seed)]

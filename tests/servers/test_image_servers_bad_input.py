@@ -185,3 +185,15 @@ def test_a_stream_name_that_trainers_could_not_read_is_refused(clean_data, rundi
     assert done.returncode != 0, done
     lines = done.stderr.decode(errors="replace").strip().splitlines()
     assert len(lines) == 1 and "--stream" in lines[0] and "printable UTF-8" in lines[0], done.stderr
+
+
+def test_a_stream_name_of_the_longest_length_is_served(clean_data, rundir):
+    """The help says 1 to 1024 bytes: a name of 1024 (past the 512 bytes a
+    message shows of a name) is taken and travels in every batch."""
+    paths, _ = clean_data
+    name = "s" * 1024
+    r = run(["-u", paths[0], "--epochs", "1", "--meta", "-b", "8", "--size", "32", "--stream", name, "-r", "0"],
+            rundir)
+    assert r.rc == 0, r
+    assert r.metas and {m["stream"] for m in r.metas} == {name}
+

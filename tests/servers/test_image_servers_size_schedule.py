@@ -119,6 +119,7 @@ def test_without_a_schedule_metadata_names_epoch_and_size(clean_data, rundir):
 
 
 @pytest.mark.parametrize("value, message", [
+    ("", "four whole numbers"),
     ("160,192,0", "four whole numbers"),
     ("160,192,0,10,12", "four whole numbers"),
     ("160,192,-1,10", "four whole numbers"),
