@@ -21,9 +21,10 @@ struct ExceptionClasses {
 // Set once at import; the module keeps the classes alive.
 ExceptionClasses* classes = nullptr;
 
-py::object make_class(py::module_& m, const char* name, const char* doc, py::tuple bases) {
+py::object make_class(py::module_& m, const char* name, const char* doc, py::tuple bases,
+                      const py::dict& members = py::dict()) {
   const std::string qualified = std::string("tensorcom.") + name;
-  PyObject* cls = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases.ptr(), nullptr);
+  PyObject* cls = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases.ptr(), members.ptr());
   if (cls == nullptr) throw py::error_already_set();
   py::object out = py::reinterpret_steal<py::object>(cls);
   m.attr(name) = out;
@@ -35,6 +36,25 @@ void raise(const py::object& cls, const char* message, const py::dict& attribute
   py::object exception = cls(message);
   for (auto item : attributes) exception.attr(item.first) = item.second;
   PyErr_SetObject(cls.ptr(), exception.ptr());
+}
+
+// ImageError.problem: what raised it said (kept in _problem), or else read
+// back from the message. A DataLoader worker's exception reaches the main
+// process as its type and its message alone (torch re-raises
+// type(message), the worker's traceback in the message), and a pickled one
+// as its message: both still hold "<problem name>: <detail>", after
+// "ImageError: " for the re-raised one.
+py::object image_problem(const py::handle& self) {
+  const py::dict attributes = self.attr("__dict__");
+  if (attributes.contains("_problem")) return attributes["_problem"];
+  const std::string text = py::str(self);
+  for (const imaging::Problem problem : imaging::kAllProblems) {
+    const std::string said = std::string(imaging::problem_name(problem)) + ": ";
+    if (text.rfind(said, 0) == 0 || text.find("ImageError: " + said) != std::string::npos) {
+      return py::str(imaging::problem_name(problem));
+    }
+  }
+  return py::none();
 }
 
 void translate(std::exception_ptr pointer) {
@@ -55,7 +75,7 @@ void translate(std::exception_ptr pointer) {
   } catch (const UnavailableError& e) {
     raise(classes->unavailable, e.what());
   } catch (const imaging::ImageError& e) {
-    raise(classes->image, e.what(), py::dict(py::arg("problem") = std::string(imaging::problem_name(e.problem()))));
+    raise(classes->image, e.what(), py::dict(py::arg("_problem") = std::string(imaging::problem_name(e.problem()))));
   } catch (const Error& e) {
     raise(classes->error, e.what());
   }
@@ -79,8 +99,10 @@ void bind_errors(py::module_& m) {
       make_class(m, "TransportError", "ZeroMQ failed; code is its errno (0 if none).", py::make_tuple(c->error));
   c->timeout = make_class(m, "TimeoutError", "Every peer was silent past the timeout.",
                           py::make_tuple(c->transport, builtins.attr("TimeoutError")));
+  py::dict image_members;
+  image_members["problem"] = builtins.attr("property")(py::cpp_function(image_problem));
   c->image = make_class(m, "ImageError", "An image that cannot be decoded; problem names why (\"undecodable\", ...).",
-                        py::make_tuple(c->error, builtins.attr("ValueError")));
+                        py::make_tuple(c->error, builtins.attr("ValueError")), image_members);
   c->unavailable = make_class(m, "UnavailableError", "A feature this build of tensorcom was configured without.",
                               py::make_tuple(c->error, builtins.attr("NotImplementedError")));
   classes = c;

@@ -4,7 +4,7 @@
 # The exception classes and their bases must match bindings/src/errors.cc:
 # tests/bindings/test_typing.py compares them with the built extension.
 import builtins
-from typing import Any
+from typing import Any, Optional
 
 class Error(Exception): ...
 
@@ -24,7 +24,8 @@ class TransportError(Error):
 class TimeoutError(TransportError, builtins.TimeoutError): ...
 
 class ImageError(Error, ValueError):
-    problem: str
+    @property
+    def problem(self) -> Optional[str]: ...
 
 class UnavailableError(Error, NotImplementedError): ...
 

@@ -7,6 +7,7 @@
 
 #include "tensorcom/codec/error.h"
 #include "tensorcom/codec/regular_file.h"
+#include "tensorcom/formats/printable.h"
 
 namespace tensorcom::pipeline {
 
@@ -17,6 +18,7 @@ using Json = nlohmann::json;
 constexpr std::uint64_t kMaxNumber = 1'000'000'000'000;  // more batches or epochs than any run
 constexpr std::size_t kMaxRanges = 100'000;
 constexpr std::size_t kMaxStreams = 65'536;
+constexpr std::size_t kMaxEpochEntries = 100'000;  // in a whole token, as tensorcom.resume reads it
 constexpr std::uint64_t kMaxTokenBytes = std::uint64_t{64} << 20;
 
 class TokenReader {
@@ -29,14 +31,16 @@ class TokenReader {
       fail("format", "is not \"tensorcom-resume\"");
     }
     if (number(field(token, "version", "the token"), "version") != 1) fail("version", "is not 1 (this server reads 1)");
-    const std::uint64_t epoch = number(field(token, "epoch", "the token"), "epoch");
+    // Optional, as tensorcom.resume reads it: where a new stream starts.
+    const auto epoch_field = token.find("epoch");
+    const std::uint64_t epoch = epoch_field == token.end() ? 0 : number(*epoch_field, "epoch");
     const Json& streams = field(token, "streams", "the token");
     if (!streams.is_object()) fail("streams", "is not an object");
     if (streams.size() > kMaxStreams) fail("streams", "names more than " + std::to_string(kMaxStreams) + " streams");
-    std::size_t ranges = 0;
+    Budget budget;
     std::optional<StreamResume> mine;
     for (const auto& [name, entry] : streams.items()) {
-      StreamResume parsed = read_stream(name, entry, ranges);
+      StreamResume parsed = read_stream(name, entry, budget);
       if (name == identity_.stream) mine = std::move(parsed);
     }
     if (mine) return *mine;
@@ -47,8 +51,15 @@ class TokenReader {
   }
 
  private:
+  // What a whole token may hold: it is read into memory whole.
+  struct Budget {
+    std::size_t ranges = 0;
+    std::size_t epochs = 0;
+  };
+
   [[noreturn]] void fail(const std::string& field, const std::string& what) const {
-    throw ArgumentError(std::string(source_) + ": '" + field + "' " + what);
+    // Names from the token (a stream's) may hold control bytes: escaped.
+    throw ArgumentError(formats::printable(source_) + ": '" + formats::printable(field) + "' " + what);
   }
 
   const Json& field(const Json& object, const char* name, const std::string& where) const {
@@ -72,20 +83,36 @@ class TokenReader {
     return n;
   }
 
-  StreamResume read_stream(const std::string& name, const Json& entry, std::size_t& ranges) const {
+  // Any uint64: the servers' --seed is one.
+  std::uint64_t seed_number(const Json& value, const std::string& name) const {
+    if (!value.is_number_unsigned() && !(value.is_number_integer() && value.get<std::int64_t>() >= 0)) {
+      fail(name, "is not a whole number 0..2^64-1");
+    }
+    return value.get<std::uint64_t>();
+  }
+
+  StreamResume read_stream(const std::string& name, const Json& entry, Budget& budget) const {
     const std::string where = "streams." + name;
     if (!entry.is_object()) fail(where, "is not an object");
     const std::string fingerprint = string_field(entry, "fingerprint", where);
-    const std::uint64_t seed = number(field(entry, "seed", where), where + ".seed");
+    const bool hex16 = fingerprint.size() == 16 && std::all_of(fingerprint.begin(), fingerprint.end(), [](char c) {
+                         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+                       });
+    if (!hex16) fail(where + ".fingerprint", "is not 16 hex digits");
+    const std::uint64_t seed = seed_number(field(entry, "seed", where), where + ".seed");
     StreamResume out;
     out.first_epoch = number(field(entry, "complete", where), where + ".complete");
     const Json& epochs = field(entry, "epochs", where);
     if (!epochs.is_object()) fail(where + ".epochs", "is not an object");
     const bool mine = name == identity_.stream;
     if (mine) check_identity(where, fingerprint, seed);
+    budget.epochs += epochs.size();
+    if (budget.epochs > kMaxEpochEntries) {
+      fail(where + ".epochs", "makes more than " + std::to_string(kMaxEpochEntries) + " epoch entries in the token");
+    }
     for (const auto& [key, value] : epochs.items()) {
       const std::uint64_t epoch = epoch_key(where, key, out.first_epoch);
-      out.consumed[epoch] = read_epoch(where + ".epochs." + key, value, ranges);
+      out.consumed[epoch] = read_epoch(where + ".epochs." + key, value, budget.ranges);
     }
     return out;
   }
@@ -103,9 +130,14 @@ class TokenReader {
   }
 
   std::uint64_t epoch_key(const std::string& where, const std::string& key, std::uint64_t complete) const {
-    const bool decimal = !key.empty() && key.size() <= 13 &&
+    // Decimal without leading zeros, as tensorcom.resume writes and reads
+    // them: "7" and "007" must not both name epoch 7.
+    const bool decimal = !key.empty() && key.size() <= 13 && (key.size() == 1 || key[0] != '0') &&
                          std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (!decimal) fail(where + ".epochs", "has a key that is not an epoch number: \"" + key.substr(0, 32) + "\"");
+    if (!decimal) {
+      fail(where + ".epochs", "has a key that is not an epoch number without leading zeros: \"" +
+                                  formats::printable(key.substr(0, 32)) + "\"");
+    }
     const std::uint64_t epoch = std::stoull(key);
     if (epoch < complete) fail(where + ".epochs." + key, "is below 'complete' (" + std::to_string(complete) + ")");
     return epoch;
@@ -116,6 +148,7 @@ class TokenReader {
     std::optional<std::uint64_t> batches;
     if (auto it = value.find("batches"); it != value.end() && !it->is_null()) {
       batches = number(*it, where + ".batches");
+      if (*batches == 0) fail(where + ".batches", "is 0: an epoch has at least one batch");
       if (identity_.epoch_batches && *batches != identity_.epoch_batches) {
         fail(where + ".batches", "is " + std::to_string(*batches) + "; this server's --epoch-batches is " +
                                      std::to_string(identity_.epoch_batches));
@@ -130,12 +163,16 @@ class TokenReader {
       const std::uint64_t first = number(range[0], where + ".consumed");
       const std::uint64_t end = number(range[1], where + ".consumed");
       if (first >= end) fail(where + ".consumed", "holds an empty or reversed range");
-      if (!out.empty() && first <= out.back().second) fail(where + ".consumed", "is not sorted and disjoint");
+      if (!out.empty() && first < out.back().second) fail(where + ".consumed", "is not sorted and disjoint");
       if (batches && end > *batches) {
         fail(where + ".consumed",
              "reaches batch " + std::to_string(end - 1) + " of an epoch of " + std::to_string(*batches));
       }
-      out.emplace_back(first, end);
+      if (!out.empty() && first == out.back().second) {
+        out.back().second = end;  // adjacent: joined, as tensorcom.resume records them
+      } else {
+        out.emplace_back(first, end);
+      }
     }
     return out;
   }

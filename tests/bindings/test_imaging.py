@@ -319,6 +319,31 @@ class TestErrors:
             imaging.decode(bytes(png))
         assert info.value.problem == "too many pixels"
 
+    def test_the_problem_survives_a_pickle_and_a_worker(self):
+        """A DataLoader worker's exception reaches the main process as its
+        type and message alone (torch re-raises type(message)); pickling
+        keeps only the message too: problem is read back from it."""
+        with pytest.raises(imaging.ImageError) as info:
+            imaging.decode(b"not an image at all")
+        assert pickle.loads(pickle.dumps(info.value)).problem == "undecodable"
+        reraised = imaging.ImageError("Caught ImageError in DataLoader worker process 0.\nOriginal Traceback (most "
+                                      "recent call last):\n  ...\ntensorcom.ImageError: truncated: premature end\n")
+        assert reraised.problem == "truncated"
+        assert imaging.ImageError("something else").problem is None
+        torch = pytest.importorskip("torch")
+
+        class Bad(torch.utils.data.Dataset):
+            def __len__(self):
+                return 2
+
+            def __getitem__(self, i):
+                return imaging.decode(b"not an image at all")
+
+        loader = torch.utils.data.DataLoader(Bad(), batch_size=1, num_workers=1)
+        with pytest.raises(imaging.ImageError) as info:
+            next(iter(loader))
+        assert info.value.problem == "undecodable"
+
     def test_arguments(self, jpeg):
         with pytest.raises(TypeError, match="encoded image bytes"):
             imaging.RandomResizedCrop(32)(np.zeros((10, 10, 3), np.uint8))

@@ -42,7 +42,10 @@ def test_the_stub_has_statistics_and_every_name_the_package_takes_from_the_exten
     stub = stub_classes()
     assert "Statistics" in stub
     for name in tensorcom.__all__:
-        value = getattr(tensorcom, name)
+        try:
+            value = getattr(tensorcom, name)
+        except ModuleNotFoundError:  # TensorcomDataset without torch: not the extension's anyway
+            continue
         if getattr(value, "__module__", None) in ("tensorcom", "tensorcom._tensorcom") and \
                 getattr(_tensorcom, name, None) is value:
             assert name in stub, f"tensorcom.{name} comes from the extension: give its type in _tensorcom.pyi"

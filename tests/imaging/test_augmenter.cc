@@ -6,6 +6,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <jpeglib.h>
 
@@ -251,6 +252,24 @@ TEST_CASE("bad images are refused with a reason") {
     cv::Mat out(32, 32, CV_8UC3);
     auto rng = std::mt19937_64(1);
     CHECK_THROWS_WITH_AS(strict.augment(jpeg, rng, out.data), doctest::Contains("200x150"), ImageError);
+  }
+  SUBCASE("a JPEG that claims far more pixels than its bytes can hold") {
+    // The frame header's height and width, patched: libjpeg would decode the
+    // 16000x16000 it claims, inventing grey where the data ends.
+    auto forged = jpeg;
+    const auto sof = std::find_if(forged.begin(), forged.end() - 9, [&](const std::byte& b) {
+      const auto i = static_cast<std::size_t>(&b - forged.data());
+      return b == std::byte{0xFF} && forged[i + 1] == std::byte{0xC0};
+    });
+    REQUIRE(sof != forged.end() - 9);
+    const auto at = static_cast<std::size_t>(sof - forged.begin()) + 5;  // marker, length, precision
+    for (std::size_t k : {0, 2}) {
+      forged[at + k] = std::byte{16000 >> 8};
+      forged[at + k + 1] = std::byte{16000 & 0xFF};
+    }
+    CHECK(forged.size() < 20000);
+    CHECK_THROWS_WITH_AS((void)run(augmenter, forged), doctest::Contains("16000x16000 claimed by"), ImageError);
+    CHECK(reason(forged) == "too many pixels");
   }
   SUBCASE("a progressive scan bomb is refused quickly") {
     auto grey = [](int, unsigned char* row) { std::memset(row, 128, 1024); };

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "resample/rgbx_to_rgb.h"
+#include "tensorcom/imaging/problem.h"
 
 namespace tensorcom::imaging {
 
@@ -37,6 +38,22 @@ int choose_pillow_scale(int span_w, int span_h, Size resized) {
   return 8;
 }
 
+// No JPEG holds more than about 512 pixels a byte (a flat greyscale
+// progressive image spends at least a bit on each 8x8 block); one that
+// claims far more is cut short or forged, and libjpeg would invent the rest
+// (a 1.5 KB file claiming 16000x16000 decoded 768 MB of grey). Small
+// claims are let through: they cost little whatever their bytes.
+constexpr std::uint64_t kMostPixelsPerByte = 1024;
+constexpr std::uint64_t kPixelsAlwaysDecoded = std::uint64_t{1} << 22;
+
+void check_density(const JpegInfo& info, std::size_t bytes) {
+  const std::uint64_t pixels = static_cast<std::uint64_t>(info.width) * static_cast<std::uint64_t>(info.height);
+  if (pixels <= kPixelsAlwaysDecoded || pixels / kMostPixelsPerByte <= bytes) return;
+  throw ImageError(Problem::kTooManyPixels, std::to_string(info.width) + "x" + std::to_string(info.height) +
+                                                " claimed by " + std::to_string(bytes) +
+                                                " bytes: more than a JPEG can hold (cut short or forged)");
+}
+
 }  // namespace
 
 // Hands a decoder's rows on to the resampler, shifted from the rows of the
@@ -63,6 +80,7 @@ class JpegDecoder::ResamplerRows final : public RowSink {
 Size JpegDecoder::open(std::span<const std::byte> encoded) {
   const JpegInfo info = jpeg_.read_header(encoded);
   context_.check_pixels(static_cast<std::uint64_t>(info.width), static_cast<std::uint64_t>(info.height));
+  check_density(info, encoded.size());
   image_ = {info.width, info.height};
   return image_;
 }
