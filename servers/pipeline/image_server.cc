@@ -59,11 +59,7 @@ ConnectionOptions connection_options(const ImageServerOptions& o) {
   return c;
 }
 
-ServerLog server_log(const ImageServerOptions& o) {
-  ServerLog standard = ServerLog::standard_streams(o.program);
-  if (!o.progress && !o.warnings) return standard;
-  return ServerLog(o.program, o.progress, o.warnings);
-}
+ServerLog server_log(const ImageServerOptions& o) { return ServerLog(o.program, o.progress, o.warnings); }
 
 // The reader's samples go to the assembler (batches opened in order) and to
 // the workers' queue.

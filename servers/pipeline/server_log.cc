@@ -21,18 +21,16 @@ void write_line(std::ostream& out, std::string_view line) {
 ServerLog::ServerLog(std::string program, Sink info, Sink warning)
     : program_(std::move(program)), info_(std::move(info)), warning_(std::move(warning)) {}
 
-ServerLog ServerLog::standard_streams(std::string program) {
-  return ServerLog(
-      std::move(program), [](std::string_view line) { write_line(std::cout, line); },
-      [](std::string_view line) { write_line(std::cerr, line); });
-}
-
 void ServerLog::info(std::string_view text) const {
-  if (info_) info_(program_ + ": " + std::string(text));
+  const std::string line = program_ + ": " + std::string(text);
+  if (info_) return info_(line);
+  write_line(std::cout, line);
 }
 
 void ServerLog::warn(std::string_view text) const {
-  if (warning_) warning_(program_ + ": " + std::string(text));
+  const std::string line = program_ + ": " + std::string(text);
+  if (warning_) return warning_(line);
+  write_line(std::cerr, line);
 }
 
 }  // namespace tensorcom::pipeline

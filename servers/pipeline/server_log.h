@@ -16,10 +16,10 @@ class ServerLog {
   // server's threads: a sink must be thread-safe.
   using Sink = std::function<void(std::string_view line)>;
 
-  // program: the prefix of every line ("serve-imagenet-shards").
-  ServerLog(std::string program, Sink info, Sink warning);
-  // Progress to stdout, warnings to stderr, a whole line at a time.
-  [[nodiscard]] static ServerLog standard_streams(std::string program);
+  // program: the prefix of every line ("serve-imagenet-shards"). An empty
+  // sink is its standard stream: progress to stdout, warnings to stderr, a
+  // whole line at a time.
+  explicit ServerLog(std::string program, Sink info = {}, Sink warning = {});
 
   // Writes "PROGRAM: text" to the progress sink.
   void info(std::string_view text) const;
