@@ -2,6 +2,7 @@
 
 #include <iostream>
 #include <limits>
+#include <random>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -75,7 +76,10 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
       "epochs", po::value(&s.epochs)->default_value(0), "passes over the data, then exit (0: forever)")(
       "epoch-batches", po::value(&s.epoch_batches)->default_value(0),
       "batches per epoch: the share cut to this or read again until it is met, so that every rank gets as many "
-      "(0: the share as it is)")("seed", po::value(&s.order.seed)->default_value(0), "seed of every random choice")(
+      "(0: the share as it is)")("seed", po::value(&s.order.seed),
+                                 "seed of every random choice (default: drawn at start and printed, so that servers "
+                                 "started alike make different streams; with --resume, the token's; with --world > 1, "
+                                 "0, as every rank must deal the shards alike)")(
 
       "size", po::value(&s.format.size)->default_value(224), "output height and width")(
       "size-schedule", po::value(&size_schedule_),
@@ -118,7 +122,16 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
                                                                    "send single-buffer messages instead of multipart")(
       "linger", po::value(&linger_ms_)->default_value(linger_ms_),
       "ms to deliver queued batches at exit (after a stop signal: PUB none, PUSH at most 1000)")(
-      "metrics", po::value(&s.metrics_address), "serve Prometheus metrics on HOST:PORT (port 0: any; default: none)")(
+      "unconfirmed",
+      "PUSH with --meta: send without asking receivers to confirm each batch (for receivers that never do, such "
+      "as the Python reference's; nothing is then sent again after a lost connection)")(
+      "delivery-timeout", po::value(&delivery_timeout_s_)->default_value(delivery_timeout_s_),
+      "PUSH with --meta: seconds to wait at the end for receipts of every batch; exit 3 naming the batches "
+      "still unconfirmed")(
+      "wait-for-receiver", po::value(&wait_for_receiver_s_)->default_value(wait_for_receiver_s_),
+      "PUSH that connects (zpush://): seconds to wait for a receiver before the first batch, then fail "
+      "(0: do not wait)")("metrics", po::value(&s.metrics_address),
+                          "serve Prometheus metrics on HOST:PORT (port 0: any; default: none)")(
       "metrics-hold", po::value(&s.metrics_hold_s)->default_value(0),
       "seconds to keep answering scrapes after serving ends")(
       "address", po::value(&s.addresses),
@@ -172,12 +185,37 @@ bool ImageServerCli::parse(int argc, char** argv) {
   return true;
 }
 
+namespace {
+
+// A count of seconds an option gives, as milliseconds: 0 .. a week.
+Milliseconds seconds_option(const char* name, double seconds) {
+  constexpr double kWeek = 7 * 24 * 3600.0;
+  if (!(seconds >= 0 && seconds <= kWeek)) {
+    throw ArgumentError(std::string(name) + " " + std::to_string(seconds) + ": expected 0 to " +
+                        std::to_string(static_cast<int>(kWeek)) + " seconds");
+  }
+  return Milliseconds(static_cast<std::int64_t>(seconds * 1000));
+}
+
+// A seed no other server process is likely to draw.
+std::uint64_t draw_seed() {
+  std::random_device device;
+  return (std::uint64_t{device()} << 32) ^ device();
+}
+
+}  // namespace
+
 void ImageServerCli::finish() {
   ImageServerOptions& s = server;
   if (s.addresses.empty()) s.addresses = {programs::kDefaultServeUrl};
   s.should_stop = programs::stop_requested;
   programs::install_stop_handlers();
   s.order.with_replacement = vars_.count("resample") > 0;
+  // Servers that split the shards (--world > 1) must deal them alike: they
+  // share seed 0 unless given one. Others draw theirs, so that servers
+  // started alike make different streams.
+  s.seed_given = vars_.count("seed") > 0 || s.order.world > 1;
+  if (!s.seed_given) s.order.seed = draw_seed();
   finish_workers();
   finish_shuffle();
   finish_connection();
@@ -218,6 +256,9 @@ void ImageServerCli::finish_connection() {
   if (vars_.count("single")) c.framing = Framing::kSingleBuffer;
   c.linger = Milliseconds(linger_ms_);
   c.curve = programs::curve_security(curve_);
+  server.unconfirmed = vars_.count("unconfirmed") > 0;
+  server.delivery_timeout = seconds_option("--delivery-timeout", delivery_timeout_s_);
+  server.wait_for_receiver = seconds_option("--wait-for-receiver", wait_for_receiver_s_);
 }
 
 void ImageServerCli::finish_augment() {

@@ -52,6 +52,8 @@ struct ImageServerCli {
   std::string mean_;
   std::string std_;
   std::int64_t linger_ms_ = 10000;
+  double delivery_timeout_s_ = 60;
+  double wait_for_receiver_s_ = 120;
   ReferenceFlags reference_;
   std::int64_t parallel_ = 0;     // the reference's -p/-P
   std::int64_t num_workers_ = 0;  // the reference's -N

@@ -10,6 +10,7 @@
 #include <memory>
 #include <thread>
 
+#include "tensorcom/codec/metadata.h"
 #include "tensorcom/transport/brace.h"
 #include "tensorcom/transport/connection.h"
 #include "tensorcom/transport/connection_controls.h"
@@ -32,8 +33,9 @@ struct ServeTenOptions {
   std::uint64_t report = 0;            // report line every N batches (0: never)
   std::size_t group = kInferListLength;
   ConnectionOptions connection;
-  std::string metrics_address;  // HOST:PORT for Prometheus metrics (empty: none)
-  double metrics_hold_s = 0;    // seconds to keep answering scrapes at the end
+  std::string metrics_address;       // HOST:PORT for Prometheus metrics (empty: none)
+  double metrics_hold_s = 0;         // seconds to keep answering scrapes at the end
+  double wait_for_receiver_s = 120;  // zpush: before the first list (0: no wait)
 };
 
 // The input files, brace-expanded, and how many lists they hold.
@@ -103,6 +105,40 @@ bool send_unless_stopped(Connection& connection, const TensorList& list, metrics
   return true;
 }
 
+// Recorded batches keep the receipt requests of the server that sent them
+// first; sent again under them, receivers would confirm to a server long
+// gone and drop a second pass over the files as copies. A list whose
+// metadata asks for receipts goes out with metadata that does not.
+TensorList without_receipt(const TensorList& list) {
+  if (list.empty() || list.back().info() != kMetadataInfo) return list;
+  std::optional<BatchMetadata> metadata;
+  try {
+    metadata = find_metadata(list);
+  } catch (const FormatError&) {
+    return list;  // not ours to judge: sent as recorded
+  }
+  if (!metadata || !metadata->receipt) return list;
+  metadata->receipt.reset();
+  TensorList out(list.begin(), list.end() - 1);
+  out.push_back(metadata_tensor(*metadata));
+  return out;
+}
+
+// A sender that connects queues what it sends until its receiver is there;
+// one that never comes would take the queue with it at exit.
+void wait_for_receiver(Connection& connection, double seconds) {
+  const auto& endpoints = connection.endpoints();
+  const bool connects = std::any_of(endpoints.begin(), endpoints.end(),
+                                    [](const Endpoint& e) { return e.kind == SocketKind::kPush && !e.bind; });
+  if (seconds <= 0 || !connects || connections(connection).open > 0) return;
+  std::cout << "serve-ten: waiting up to " << seconds << " s for a receiver at " << connection.describe() << std::endl;
+  if (!wait_for_peer(connection, Milliseconds(static_cast<std::int64_t>(seconds * 1000)), programs::stop_requested) &&
+      !programs::stop_requested()) {
+    throw TransportError("no receiver came to " + connection.describe() + " within " + std::to_string(seconds) +
+                         " s (--wait-for-receiver): nothing was sent");
+  }
+}
+
 // Sends lists at the paced rate, counting them and printing report lines.
 class ListSender {
  public:
@@ -112,7 +148,7 @@ class ListSender {
   // Returns false if a stop signal came first.
   bool send(const TensorList& list) {
     pacer_.wait();
-    if (!send_unless_stopped(connection_, list, metrics_)) return false;
+    if (!send_unless_stopped(connection_, without_receipt(list), metrics_)) return false;
     ++sent_;
     if (report_ && sent_ % report_ == 0) {
       std::cout << "serve-ten: " << sent_ << " batches " << connection_.stats().summary() << std::endl;
@@ -161,6 +197,7 @@ int serve(const ServeTenOptions& options) {
     std::cout << "serve-ten: metrics: " << metrics_server->url() << std::endl;
   }
 
+  wait_for_receiver(connection, options.wait_for_receiver_s);
   ListSender sender(connection, metrics, options);
   for (std::uint64_t epoch = 0; (options.epochs == 0 || epoch < options.epochs) && !programs::stop_requested();
        ++epoch) {
@@ -198,9 +235,11 @@ int main(int argc, char** argv) {
         "ms to wait at exit for queued batches to be delivered (-1: forever; after a stop signal: PUB none, PUSH at "
         "most 1000)")("metrics", po::value(&o.metrics_address),
                       "serve Prometheus metrics on HOST:PORT (port 0: any; default: none)")(
-        "metrics-hold", po::value(&o.metrics_hold_s)->default_value(0),
-        "seconds to keep answering scrapes after serving ends")("address", po::value(&o.addresses),
-                                                                "URLs to serve on (brace-expanded)");
+        "wait-for-receiver", po::value(&o.wait_for_receiver_s)->default_value(o.wait_for_receiver_s),
+        "PUSH that connects (zpush://): seconds to wait for a receiver before the first list, then fail (0: do "
+        "not wait)")("metrics-hold", po::value(&o.metrics_hold_s)->default_value(0),
+                     "seconds to keep answering scrapes after serving ends")("address", po::value(&o.addresses),
+                                                                             "URLs to serve on (brace-expanded)");
     programs::CurveFlags curve;
     programs::add_curve_options(options, curve);
     po::positional_options_description positional;
@@ -212,6 +251,10 @@ int main(int argc, char** argv) {
     if (!(o.rate >= 0) || !std::isfinite(o.rate)) {
       throw ArgumentError("--rate " + std::to_string(o.rate) +
                           ": expected a finite number of batches per second, 0 for no limit");
+    }
+    if (!(o.wait_for_receiver_s >= 0 && o.wait_for_receiver_s <= 7 * 24 * 3600.0)) {
+      throw ArgumentError("--wait-for-receiver " + std::to_string(o.wait_for_receiver_s) +
+                          ": expected 0 to 604800 seconds");
     }
     if (o.addresses.empty()) o.addresses = {programs::kDefaultServeUrl};
     if (vars.count("single")) o.connection.framing = Framing::kSingleBuffer;

@@ -17,7 +17,7 @@ std::vector<std::byte> bytes_of(std::initializer_list<int> values) {
 
 TEST_CASE("metadata round trip") {
   BatchMetadata meta{
-      {"n01440764_10026", "n01440764_10027"}, {"train-000.tar", "train-001.tar"}, "host:1", 77, {}, {}, {}, {}};
+      {"n01440764_10026", "n01440764_10027"}, {"train-000.tar", "train-001.tar"}, "host:1", 77, {}, {}, {}, {}, {}};
   SUBCASE("bytes") { CHECK(decode_metadata(encode_metadata(meta)) == meta); }
   SUBCASE("with the batch's place in a resumable stream") {
     meta.epoch = 3;
@@ -56,11 +56,33 @@ TEST_CASE("metadata round trip") {
     CHECK_FALSE(find_metadata(batch).has_value());
   }
   SUBCASE("the encoding is a plain msgpack map") {
-    BatchMetadata small{{}, {}, "", 5, {}, {}, {}, {}};
+    BatchMetadata small{{}, {}, "", 5, {}, {}, {}, {}, {}};
     // fixmap(4) "keys" [] "shards" [] "server" "" "seq" 5
     auto expected = bytes_of({0x84, 0xa4, 'k', 'e', 'y', 's', 0x90, 0xa6, 's',  'h',  'a', 'r', 'd', 's',
                               0x90, 0xa6, 's', 'e', 'r', 'v', 'e',  'r',  0xa0, 0xa3, 's', 'e', 'q', 0x05});
     CHECK(encode_metadata(small) == expected);
+  }
+  SUBCASE("a receipt request round-trips") {
+    BatchMetadata meta;
+    meta.sequence = 9;
+    meta.receipt = DeliveryReceipt{{"tcp:40001", "ipc:@tensorcom-receipt-00112233aabbccdd"},
+                                   0xfedcba9876543210ULL,
+                                   "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"};
+    CHECK(decode_metadata(encode_metadata(meta)) == meta);
+    meta.receipt->key.clear();
+    CHECK(decode_metadata(encode_metadata(meta)) == meta);
+    // Every field at once: nineteen keys.
+    meta.receipt->key = "k";
+    meta.keys = {"a"};
+    meta.shards = {"s"};
+    meta.geometry = {SampleGeometry{1, 2, 3, 4, true, 5, 6}};
+    meta.epoch = 3;
+    meta.size = 224;
+    meta.place = StreamPlace{"0/1", "00112233445566aa", 7, 2, 10, false};
+    CHECK(decode_metadata(encode_metadata(meta)) == meta);
+    // {"run": "x"}: not a number
+    CHECK_THROWS_WITH_AS((void)decode_metadata(bytes_of({0x81, 0xa3, 'r', 'u', 'n', 0xa1, 'x'})),
+                         doctest::Contains("'run' is not an unsigned integer"), FormatError);
   }
   SUBCASE("unknown keys are skipped") {
     // {"seq": 3, "extra": 1}
@@ -82,7 +104,7 @@ TEST_CASE("hostile metadata") {
                          FormatError);
   }
   SUBCASE("geometry that does not fit the samples") {
-    BatchMetadata meta{{"a", "b"}, {"s", "s"}, "h", 1, {{1, 2, 3, 4, false, 9, 9}}, {}, {}, {}};
+    BatchMetadata meta{{"a", "b"}, {"s", "s"}, "h", 1, {{1, 2, 3, 4, false, 9, 9}}, {}, {}, {}, {}};
     CHECK_THROWS_WITH_AS((void)decode_metadata(encode_metadata(meta)),
                          doctest::Contains("geometry for 1 samples and 2 keys"), FormatError);
     // {"crops": [[1, 2, 3]]}: a box of three values

@@ -30,7 +30,7 @@ import importlib
 from typing import TYPE_CHECKING, Any, Dict, List
 
 if TYPE_CHECKING:
-    from . import atomic, connection, converters, imaging, ranks, resume, tenbin, zcom  # noqa: F401
+    from . import atomic, connection, converters, imaging, ranks, receipts, resume, tenbin, zcom  # noqa: F401
     from ._tensorcom import (  # noqa: F401
         ArgumentError,
         Error,
@@ -71,7 +71,9 @@ _HOMES: Dict[str, str] = {
 }
 
 # Submodules that `import tensorcom` made attributes of the package.
-_SUBMODULES = frozenset(("atomic", "connection", "converters", "imaging", "ranks", "resume", "tenbin", "zcom"))
+_SUBMODULES = frozenset(
+    ("atomic", "connection", "converters", "imaging", "ranks", "receipts", "resume", "tenbin", "zcom")
+)
 
 
 def __getattr__(name: str) -> Any:

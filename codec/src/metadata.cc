@@ -37,8 +37,10 @@ std::vector<std::byte> encode_metadata(const BatchMetadata& metadata) {
   const bool geometry = !metadata.geometry.empty();
   const auto& place = metadata.place;
   const std::uint32_t place_fields = place ? 5 + (place->batches ? 1 : 0) : 0;
+  const auto& receipt = metadata.receipt;
+  const std::uint32_t receipt_fields = receipt ? 2 + (receipt->key.empty() ? 0 : 1) : 0;
   const std::uint32_t fields =
-      4 + (geometry ? 3 : 0) + (metadata.epoch ? 1 : 0) + (metadata.size ? 1 : 0) + place_fields;
+      4 + (geometry ? 3 : 0) + (metadata.epoch ? 1 : 0) + (metadata.size ? 1 : 0) + place_fields + receipt_fields;
   packer.pack_map(fields);
   packer.pack(std::string_view("keys"));
   packer.pack(metadata.keys);
@@ -59,18 +61,25 @@ std::vector<std::byte> encode_metadata(const BatchMetadata& metadata) {
     if (place->batches) packer.pack(std::string_view("batches")).pack(*place->batches);
     packer.pack(std::string_view("last")).pack(place->last);
   }
+  if (receipt) {
+    packer.pack(std::string_view("ack")).pack(receipt->to);
+    packer.pack(std::string_view("run")).pack(receipt->run);
+    if (!receipt->key.empty()) packer.pack(std::string_view("ackkey")).pack(receipt->key);
+  }
   auto* begin = reinterpret_cast<const std::byte*>(buffer.data());
   return {begin, begin + buffer.size()};
 }
 
 namespace {
 
-// Bounds for hostile input: metadata is a flat map of short lists of strings.
+// Bounds for hostile input: metadata is a flat map (at most kMaxFields
+// keys: the 19 written today, room for more) of short lists of strings.
 constexpr std::size_t kMaxItems = 1u << 20;
+constexpr std::size_t kMaxFields = 32;
 constexpr std::size_t kMaxString = 1u << 16;
 constexpr std::size_t kMaxDepth = 3;
 
-const msgpack::unpack_limit kLimits(kMaxItems, 16, kMaxString, kMaxString, kMaxString, kMaxDepth);
+const msgpack::unpack_limit kLimits(kMaxItems, kMaxFields, kMaxString, kMaxString, kMaxString, kMaxDepth);
 
 std::vector<std::string> as_strings(const msgpack::object& object, const std::string& field) {
   if (object.type != msgpack::type::ARRAY)
@@ -164,8 +173,22 @@ bool read_place_field(BatchMetadata& out, std::string_view key, const msgpack::o
   return true;
 }
 
+// The receipt fields; false if `key` is not one of them.
+bool read_receipt_field(BatchMetadata& out, std::string_view key, const msgpack::object& value) {
+  if (key != "ack" && key != "run" && key != "ackkey") return false;
+  auto& receipt = out.receipt ? *out.receipt : out.receipt.emplace();
+  if (key == "ack") {
+    receipt.to = as_strings(value, "ack");
+  } else if (key == "run") {
+    receipt.run = as_unsigned(value, "run");
+  } else {
+    receipt.key = as_string(value, "ackkey");
+  }
+  return true;
+}
+
 void read_field(BatchMetadata& out, std::string_view key, const msgpack::object& value) {
-  if (read_place_field(out, key, value)) return;
+  if (read_place_field(out, key, value) || read_receipt_field(out, key, value)) return;
   if (key == "keys") {
     out.keys = as_strings(value, "keys");
   } else if (key == "shards") {

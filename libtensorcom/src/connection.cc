@@ -1,5 +1,6 @@
 #include "tensorcom/transport/connection.h"
 
+#include <arpa/inet.h>
 #include <zmq.hpp>
 
 #include <cstring>
@@ -8,6 +9,8 @@
 
 #include "poll_signal.h"
 #include "receive_memory.h"
+
+#include "delivery_receipts.h"
 #include "socket_monitor.h"
 #include "socket_options.h"
 #include "subscription_ledger.h"
@@ -44,6 +47,20 @@ std::uint64_t batch_bytes(std::span<const Tensor> batch) noexcept {
 }
 
 namespace {
+
+// The IP address a message came from; empty when its transport has none
+// (ZeroMQ gives ipc peers' credentials, "localhost:UID:GID:PID", instead).
+std::string peer_address(zmq::message_t& frame) {
+  const char* address = nullptr;
+  try {
+    address = frame.gets("Peer-Address");
+  } catch (const zmq::error_t&) {
+    return "";
+  }
+  unsigned char ip[sizeof(in6_addr)];
+  if (!address || (::inet_pton(AF_INET, address, ip) != 1 && ::inet_pton(AF_INET6, address, ip) != 1)) return "";
+  return address;
+}
 
 [[noreturn]] void throw_transport(const std::string& what, const zmq::error_t& e) {
   throw TransportError(what + ": " + e.what(), e.num());
@@ -88,6 +105,9 @@ class Connection::Impl {
       if (kind == SocketKind::kSub) socket_.set(zmq::sockopt::subscribe, options_.topic.value_or(endpoints_[0].topic));
     } catch (const zmq::error_t& e) {
       throw_transport("cannot create a " + std::string(socket_kind_name(kind)) + " socket", e);
+    }
+    if (receives() && options_.confirm_delivery) {
+      receipts_ = std::make_unique<detail::DeliveryReceipts>(context_, [this](std::string_view line) { log(line); });
     }
     // Senders watch for peers (see close()); ipc connections need tuning.
     if (!receives() || uses_ipc()) start_monitor();
@@ -134,6 +154,8 @@ class Connection::Impl {
       // The configured linger stays: slower to exit, not wrong.
     }
     zap_.reset();
+    if (receipts_) receipts_->close();
+    receipts_.reset();
     socket_.close();
     context_.close();
     memory_.close();
@@ -156,7 +178,12 @@ class Connection::Impl {
       if (!wait_readable_counting_blocked(deadline)) return std::nullopt;
       auto frames = receive_frames();
       if (!frames) continue;
-      if (auto batch = decode(std::move(frames))) return batch;
+      const std::string peer = peer_address(frames->front());
+      if (auto batch = decode(std::move(frames))) {
+        // A copy of a batch taken before (its sender re-sent it) is dropped.
+        if (receipts_ && !receipts_->take(*batch, peer)) continue;
+        return batch;
+      }
     }
   }
 
@@ -259,6 +286,11 @@ class Connection::Impl {
   }
 
   std::uint64_t refused_peers() const noexcept { return zap_ ? zap_->refused() : 0; }
+
+  ConnectionCount connections() const noexcept {
+    if (!monitor_) return {};
+    return {monitor_->open(), monitor_->lost()};
+  }
 
   void set_high_water_marks(int send, int receive) {
     require_open("setting high-water marks");
@@ -541,11 +573,12 @@ class Connection::Impl {
   // Addresses of flooders, refused for a while (a sender's; a receiver's
   // stays empty). Before zap_ and monitor_, which share it.
   std::shared_ptr<detail::AddressBans> bans_ = std::make_shared<detail::AddressBans>();
-  std::unique_ptr<detail::ZapHandler> zap_;          // allow-list and bans; stops before the context closes
-  DroppedPeers dropped_peers_;                       // counted by a monitor since closed
-  detail::SubscriptionLedger subscriptions_;         // PUB: as the XPUB messages tell them
-  std::uint64_t fitted_bytes_ = 0;                   // batch size the send queue was fitted to
-  std::unique_ptr<detail::PollSignal> poll_signal_;  // poll_descriptor()'s; stops before the socket closes
+  std::unique_ptr<detail::ZapHandler> zap_;             // allow-list and bans; stops before the context closes
+  DroppedPeers dropped_peers_;                          // counted by a monitor since closed
+  detail::SubscriptionLedger subscriptions_;            // PUB: as the XPUB messages tell them
+  std::uint64_t fitted_bytes_ = 0;                      // batch size the send queue was fitted to
+  std::unique_ptr<detail::PollSignal> poll_signal_;     // poll_descriptor()'s; stops before the socket closes
+  std::unique_ptr<detail::DeliveryReceipts> receipts_;  // a receiver's; closes before the context
   bool closed_ = false;
   // Declared last: stops watching before the socket closes.
   std::unique_ptr<detail::SocketMonitor> monitor_;
@@ -616,6 +649,7 @@ std::uint64_t dropped_without_subscriber(const Connection& c) noexcept {
   return ConnectionAccess::impl(c).dropped_without_subscriber_;
 }
 std::uint64_t refused_peers(const Connection& c) noexcept { return ConnectionAccess::impl(c).refused_peers(); }
+ConnectionCount connections(const Connection& c) noexcept { return ConnectionAccess::impl(c).connections(); }
 bool wait_for_subscriber(Connection& c, std::optional<Milliseconds> timeout) {
   return ConnectionAccess::impl(c).wait_for_subscriber(timeout);
 }

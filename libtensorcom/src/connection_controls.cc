@@ -1,5 +1,5 @@
 // send_until_stopped: the one sending loop of every server and tool that
-// must notice a stop request (the rest of connection_controls.h is in
+// must notice a stop request, and wait_for_peer (the rest of connection_controls.h is in
 // connection.cc, beside the state it reads).
 #include "tensorcom/transport/connection_controls.h"
 
@@ -63,6 +63,16 @@ bool send_until_stopped(Connection& connection, std::span<const Tensor> batch, c
     if (e.code() == EINTR && stopping(how)) return false;
     throw;
   }
+}
+
+bool wait_for_peer(Connection& connection, Milliseconds timeout, const std::function<bool()>& stop_requested) {
+  constexpr Milliseconds kSlice{50};
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (connections(connection).open == 0) {
+    if ((stop_requested && stop_requested()) || std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(kSlice);
+  }
+  return true;
 }
 
 }  // namespace tensorcom

@@ -107,6 +107,7 @@ void SocketMonitor::Monitor::on_event_accepted(const zmq_event_t& event, const c
 
 void SocketMonitor::Monitor::on_event_disconnected(const zmq_event_t& event, const char*) {
   guard_.disconnected(event.value);
+  ++lost;
   // Only this watcher's thread writes the count: no race below zero.
   if (open.load() > 0) --open;
 }

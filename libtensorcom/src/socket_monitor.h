@@ -52,6 +52,11 @@ class SocketMonitor {
   // open now (made or accepted, not yet lost). Idempotent.
   std::uint64_t stop();
 
+  // Connections open now, and lost since watching began (each one lost may
+  // have dropped what its pipe held: confirmed delivery re-sends).
+  [[nodiscard]] std::uint64_t open() const { return monitor_.open.load(); }
+  [[nodiscard]] std::uint64_t lost() const { return monitor_.lost.load(); }
+
   // Peers connected and past their handshake (PeerGuard::peers()).
   [[nodiscard]] std::uint64_t peers() { return guard_.peers(); }
   [[nodiscard]] std::uint64_t dropped(PeerGuard::Drop reason) const { return guard_.dropped(reason); }
@@ -66,6 +71,7 @@ class SocketMonitor {
     void on_event_disconnected(const zmq_event_t& event, const char* address) override;
     std::atomic<std::uint64_t> connections{0};  // ever made or accepted
     std::atomic<std::uint64_t> open{0};         // of them, not lost since
+    std::atomic<std::uint64_t> lost{0};         // disconnections seen
 
    private:
     void tune(int fd, const char* address) const;

@@ -1,5 +1,6 @@
 #include "batch_publisher.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -7,30 +8,91 @@
 
 namespace tensorcom::pipeline {
 
+namespace {
+
+// The places of unconfirmed batches a failed delivery names.
+constexpr std::size_t kPlacesNamed = 8;
+
+bool connects_to_receivers(const Connection& connection) {
+  const auto& endpoints = connection.endpoints();
+  return std::any_of(endpoints.begin(), endpoints.end(),
+                     [](const Endpoint& e) { return e.kind == SocketKind::kPush && !e.bind; });
+}
+
+}  // namespace
+
 BatchPublisher::BatchPublisher(PublisherOptions options, Connection& connection, ServerCounters& counters,
                                std::function<bool()> stop_requested)
     : options_(std::move(options)),
       connection_(connection),
       counters_(counters),
-      stop_requested_(std::move(stop_requested)) {}
+      stop_requested_(std::move(stop_requested)) {
+  if (options_.confirm) delivery_ = std::make_unique<ConfirmedDelivery>(connection_, options_.delivery);
+}
+
+BatchPublisher::~BatchPublisher() = default;
 
 void BatchPublisher::publish(BatchAssembler& assembler, const std::function<void()>& before_repeating) {
+  if (!wait_for_receiver()) return;
   while (auto batch = assembler.next_ready()) {
     TensorList list{batch->images, batch->labels};
+    const BatchPlace place = batch->place;
     if (options_.metadata) list.push_back(metadata_tensor(metadata_of(*batch)));
-    if (!send_counted(list)) return;
-    if (!options_.repeat_first_batch) continue;
+    if (!options_.repeat_first_batch) {
+      if (!send_counted(std::move(list), place)) return;
+      continue;
+    }
     // The reader and workers are stopped first, so that decoding takes no
     // CPU from sending: what is measured is the transport alone.
+    if (!send_counted(list, place)) return;
     if (before_repeating) before_repeating();
-    while (!(stop_requested_ && stop_requested_()) && send_counted(list)) {
+    while (!(stop_requested_ && stop_requested_()) && send_counted(list, place)) {
     }
     return;
   }
 }
 
+// A sender that connects queues its batches in ZeroMQ until the receiver
+// is there; one that never comes would take them with it at exit. False
+// if a stop came first; throws if the wait ran out.
+bool BatchPublisher::wait_for_receiver() {
+  const Milliseconds wait = options_.wait_for_receiver;
+  if (wait.count() <= 0 || !connects_to_receivers(connection_) || connections(connection_).open > 0) return true;
+  counters_.log().info("waiting up to " + std::to_string(wait.count() / 1000) + " s for a receiver at " +
+                       connection_.describe());
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (wait_for_peer(connection_, std::min<Milliseconds>(left, std::chrono::seconds(10)), stop_requested_)) {
+      return true;
+    }
+    if (stop_requested_ && stop_requested_()) return false;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw TransportError("no receiver came to " + connection_.describe() + " within " +
+                           std::to_string(wait.count() / 1000) + " s (--wait-for-receiver): nothing was sent");
+    }
+    counters_.log().info("still waiting for a receiver at " + connection_.describe());
+  }
+}
+
 // Sends the batch and counts it; false when serving ends.
-bool BatchPublisher::send_counted(const TensorList& batch) {
+bool BatchPublisher::send_counted(TensorList batch, BatchPlace place) {
+  metrics::SenderMetrics& sent = counters_.sent();
+  const auto samples = static_cast<std::uint64_t>(batch[1].dim(0));
+  const std::uint64_t bytes = batch_bytes(batch);
+  if (delivery_) {
+    places_[sent.batches()] = place;
+    if (places_.size() > 4 * options_.delivery.window) forget_confirmed_places();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  if (!send_batch(std::move(batch))) return false;
+  sent.add_send_blocked(std::chrono::steady_clock::now() - start);
+  sent.sent(samples, bytes);
+  if (options_.report && sent.batches() % options_.report == 0) counters_.report(connection_);
+  return true;
+}
+
+bool BatchPublisher::send_batch(TensorList batch) {
   metrics::SenderMetrics& sent = counters_.sent();
   StoppableSend how;
   how.stop_requested = stop_requested_;
@@ -38,12 +100,29 @@ bool BatchPublisher::send_counted(const TensorList& batch) {
   // would miss the start of the epoch. After it, any one.
   how.subscribers = sent.batches() == 0 ? options_.subscribers : 1;
   how.on_subscribers = [&sent](std::uint64_t subscribers) { sent.set_subscribers(subscribers); };
-  const auto start = std::chrono::steady_clock::now();
-  if (!send_until_stopped(connection_, batch, how)) return false;
-  sent.add_send_blocked(std::chrono::steady_clock::now() - start);
-  sent.sent(static_cast<std::uint64_t>(batch[1].dim(0)), batch_bytes(batch));
-  if (options_.report && sent.batches() % options_.report == 0) counters_.report(connection_);
-  return true;
+  if (delivery_) return delivery_->send(sent.batches(), std::move(batch), how);
+  return send_until_stopped(connection_, batch, how);
+}
+
+void BatchPublisher::forget_confirmed_places() {
+  std::map<std::uint64_t, BatchPlace> kept;
+  for (std::uint64_t sequence : delivery_->unconfirmed()) {
+    if (auto it = places_.find(sequence); it != places_.end()) kept.insert(*it);
+  }
+  places_ = std::move(kept);
+}
+
+DeliveryOutcome BatchPublisher::settle(Milliseconds timeout) {
+  DeliveryOutcome outcome;
+  if (!delivery_) return outcome;
+  outcome.confirmed = true;
+  (void)delivery_->settle(timeout, stop_requested_);
+  outcome.counts = delivery_->counts();
+  for (std::uint64_t sequence : delivery_->unconfirmed()) {
+    if (outcome.unconfirmed.size() == kPlacesNamed) break;
+    if (auto it = places_.find(sequence); it != places_.end()) outcome.unconfirmed.push_back(it->second);
+  }
+  return outcome;
 }
 
 BatchMetadata BatchPublisher::metadata_of(AssembledBatch& batch) const {
@@ -52,6 +131,7 @@ BatchMetadata BatchPublisher::metadata_of(AssembledBatch& batch) const {
   m.shards = std::move(batch.shards);
   m.server = options_.server_id;
   m.sequence = counters_.sent().batches();
+  if (delivery_) m.receipt = delivery_->receipt();
   m.geometry = std::move(batch.geometry);
   m.epoch = batch.place.epoch;
   m.size = static_cast<std::uint32_t>(batch.size);

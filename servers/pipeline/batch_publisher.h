@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "batch_assembler.h"
@@ -14,6 +16,7 @@
 #include "server_counters.h"
 #include "tensorcom/codec/metadata.h"
 #include "tensorcom/transport/connection.h"
+#include "tensorcom/transport/delivery.h"
 
 namespace tensorcom::pipeline {
 
@@ -24,6 +27,20 @@ struct PublisherOptions {
   std::uint64_t subscribers = 0;  // PUB: the first batch waits for this many (0: one)
   std::uint64_t report = 10;      // a rate line every N batches (0: never)
   bool repeat_first_batch = false;
+  // PUSH with metadata: keep each batch until a receiver confirms it, and
+  // send again what a lost connection may have dropped (delivery.h).
+  bool confirm = false;
+  DeliveryOptions delivery;
+  // Before the first batch, wait this long for a receiver to connect
+  // (0: do not wait).
+  Milliseconds wait_for_receiver{0};
+};
+
+// How delivery ended.
+struct DeliveryOutcome {
+  bool confirmed = false;               // receipts were asked for
+  DeliveryCounts counts;                // zero when not
+  std::vector<BatchPlace> unconfirmed;  // the first few batches left unconfirmed
 };
 
 class BatchPublisher {
@@ -31,23 +48,35 @@ class BatchPublisher {
   // stop_requested: polled while a send waits; true ends publishing.
   BatchPublisher(PublisherOptions options, Connection& connection, ServerCounters& counters,
                  std::function<bool()> stop_requested);
+  ~BatchPublisher();
+  BatchPublisher(const BatchPublisher&) = delete;
+  BatchPublisher& operator=(const BatchPublisher&) = delete;
 
   // Sends every batch the assembler hands out until it hands out none or a
   // stop comes. `before_repeating` is called once the first batch is kept
   // for repeat_first_batch (the server stops its reader and workers then).
   void publish(BatchAssembler& assembler, const std::function<void()>& before_repeating = {});
 
+  // After publish(): waits at most `timeout` for receipts of every batch
+  // sent (without confirmation, returns at once) and says what was left.
+  [[nodiscard]] DeliveryOutcome settle(Milliseconds timeout);
+
   // The metadata of `batch` as it is sent now (its sequence is the count
   // of batches sent before it); moves its keys, shards and geometry out.
   [[nodiscard]] BatchMetadata metadata_of(AssembledBatch& batch) const;
 
  private:
-  bool send_counted(const TensorList& batch);
+  bool send_counted(TensorList batch, BatchPlace place);
+  bool send_batch(TensorList batch);
+  bool wait_for_receiver();
+  void forget_confirmed_places();
 
   PublisherOptions options_;
   Connection& connection_;
   ServerCounters& counters_;
   std::function<bool()> stop_requested_;
+  std::unique_ptr<ConfirmedDelivery> delivery_;  // when options_.confirm
+  std::map<std::uint64_t, BatchPlace> places_;   // of batches perhaps unconfirmed, by sequence
 };
 
 }  // namespace tensorcom::pipeline

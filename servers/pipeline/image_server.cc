@@ -61,6 +61,15 @@ ConnectionOptions connection_options(const ImageServerOptions& o) {
 
 ServerLog server_log(const ImageServerOptions& o) { return ServerLog(o.program, o.progress, o.warnings); }
 
+// What became of the batches sent, for the summary.
+std::string delivery_note(const DeliveryOutcome& d) {
+  if (!d.confirmed) return {};
+  std::string note =
+      std::to_string(d.counts.confirmed) + " of " + std::to_string(d.counts.sent) + " batches confirmed by receivers";
+  if (d.counts.resent) note += ", " + std::to_string(d.counts.resent) + " sent again after a lost connection";
+  return note;
+}
+
 // The reader's samples go to the assembler (batches opened in order) and to
 // the workers' queue.
 class AssemblerOutput final : public ReaderOutput {
@@ -103,8 +112,23 @@ FillerOptions filler_options_of(const ImageServerOptions& o) {
   return f;
 }
 
-PublisherOptions publisher_options_of(const ImageServerOptions& o, const SampleSource& source) {
+// Receipts reach a sender over tcp or ipc only.
+bool confirms_delivery(const ImageServerOptions& o) {
+  if (!o.format.metadata || o.unconfirmed || o.repeat_first_batch) return false;
+  const std::vector<Endpoint> endpoints = parse_urls(o.addresses);
+  if (endpoints.front().kind != SocketKind::kPush) return false;
+  return std::any_of(endpoints.begin(), endpoints.end(), [](const Endpoint& e) {
+    return e.address.starts_with("tcp://") || e.address.starts_with("ipc://");
+  });
+}
+
+PublisherOptions publisher_options_of(const ImageServerOptions& o, const SampleSource& source, const ServerLog& log,
+                                      std::uint64_t memory_limit) {
   PublisherOptions p;
+  p.confirm = confirms_delivery(o);
+  p.delivery.window_bytes = std::max<std::uint64_t>(memory_limit / 2, std::uint64_t{64} << 20);
+  p.delivery.log = [&log](std::string_view line) { log.info(std::string(line)); };
+  p.wait_for_receiver = o.wait_for_receiver;
   p.metadata = o.format.metadata;
   p.server_id = o.server_id.empty() ? default_server_id() : o.server_id;
   p.identity = stream_identity(o, source);
@@ -131,10 +155,11 @@ struct Serving {
         }),
         reader(reader_options_of(options, memory_limit), source, output, counters, log, stop_requested),
         filler_options(filler_options_of(options)),
-        publisher(publisher_options_of(options, source), connection, counters, stop_requested) {}
+        publisher(publisher_options_of(options, source, log, memory_limit), connection, counters, stop_requested) {}
 
   int run();
   void say_start() const;
+  void say_undelivered(const DeliveryOutcome& delivery) const;
   std::unique_ptr<metrics::MetricsServer> start_metrics();
   // Ends reading and decoding: the reader's and workers' waits return.
   void halt() {
@@ -164,6 +189,11 @@ void Serving::say_start() const {
                      std::to_string(options.format.batch_size) + " on " + connection.describe();
   for (const std::string& bound : connection.bound_addresses()) line += " [bound " + bound + "]";
   log.info(line);
+  if (!options.seed_given) {
+    const bool from_token = !options.resume_path.empty() && options.resume.stream_found;
+    log.info("seed " + std::to_string(options.order.seed) + (from_token ? " (the resume token's" : " (drawn") +
+             "; --seed " + std::to_string(options.order.seed) + " makes this stream again)");
+  }
 }
 
 std::unique_ptr<metrics::MetricsServer> Serving::start_metrics() {
@@ -217,10 +247,35 @@ int Serving::run() {
     throw;
   }
   join_all();
+  const DeliveryOutcome delivery = publisher.settle(options.delivery_timeout);
   if (stop_requested()) shorten_linger_for_stop(connection);
-  counters.summary(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), connection);
+  const bool complete = delivery.counts.unconfirmed == 0 || stop_requested();
+  counters.summary(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), connection,
+                   delivery_note(delivery), complete);
+  if (!complete) say_undelivered(delivery);
   if (metrics) metrics::hold_for_scrapes(options.metrics_hold_s, options.should_stop);
-  return reader.failed() ? 1 : 0;
+  if (reader.failed()) return 1;
+  return complete ? 0 : kExitUndelivered;
+}
+
+void Serving::say_undelivered(const DeliveryOutcome& delivery) const {
+  std::string places;
+  for (const BatchPlace& place : delivery.unconfirmed) {
+    places += (places.empty() ? "" : ", ") + std::to_string(place.epoch) + "/" + std::to_string(place.index);
+  }
+  log.warn(std::to_string(delivery.counts.unconfirmed) + " of " + std::to_string(delivery.counts.sent) +
+           " batches reached no receiver that confirmed them within " +
+           std::to_string(options.delivery_timeout.count() / 1000) + " s (--delivery-timeout); epoch/batch: " + places +
+           (delivery.counts.unconfirmed > delivery.unconfirmed.size() ? ", ..." : ""));
+}
+
+// A server whose seed was drawn resumes with the seed its token recorded
+// for its stream (or keeps the drawn one for a stream the token lacks).
+std::uint64_t token_seed(const ImageServerOptions& o, const SampleSource& source) {
+  StreamIdentity identity = stream_identity(o, source);
+  identity.seed_from_token = true;
+  const StreamResume found = read_resume_token(o.resume_path, identity);
+  return found.stream_found ? found.seed : o.order.seed;
 }
 
 void say_resume(const ImageServerOptions& o, const ServerLog& log) {
@@ -267,9 +322,11 @@ int run_image_server(const ImageServerOptions& options, SampleSource& source) {
   imaging::configure_opencv_for_workers();
   ImageServerOptions resolved = options;
   if (!options.resume_path.empty()) {
-    resolved.resume = read_resume_token(options.resume_path, stream_identity(options, source));
+    if (!options.seed_given) resolved.order.seed = token_seed(options, source);
+    resolved.resume = read_resume_token(options.resume_path, stream_identity(resolved, source));
     say_resume(resolved, server_log(resolved));
   }
+
   Serving serving(resolved, source);
   return serving.run();
 }

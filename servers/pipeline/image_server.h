@@ -68,7 +68,18 @@ struct ImageServerOptions {
   // are not served again. Empty: start at epoch 0.
   std::string resume_path;
   StreamResume resume;  // set from resume_path by run_image_server
+  // false: order.seed was drawn at start (a resume then takes the token's).
+  bool seed_given = true;
   ConnectionOptions connection;
+  // PUSH with --meta: batches are kept until a receiver confirms them and
+  // sent again after a lost connection; at the end the server waits at most
+  // delivery_timeout for the last receipts and fails if some never came.
+  // unconfirmed: sent as PUSH does, for receivers that never confirm.
+  bool unconfirmed = false;
+  Milliseconds delivery_timeout{60000};
+  // A server that connects to its receivers waits this long for one before
+  // the first batch (0: no wait).
+  Milliseconds wait_for_receiver{120000};
   // HOST:PORT to serve Prometheus metrics on (port 0: any free port; the
   // bound URL is printed). Empty: no metrics endpoint.
   std::string metrics_address;
@@ -93,6 +104,10 @@ struct ImageServerOptions {
 // report lines and a summary to options.progress. Returns the exit status: 1 if an
 // epoch found no sample to serve, else 0. Throws ArgumentError for options
 // or a source that cannot serve, TransportError from the connection.
+// The exit status of a server whose batches did not all reach a receiver
+// that confirmed them (after --delivery-timeout).
+inline constexpr int kExitUndelivered = 3;
+
 int run_image_server(const ImageServerOptions& options, SampleSource& source);
 
 }  // namespace tensorcom::pipeline

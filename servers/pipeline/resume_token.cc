@@ -101,11 +101,12 @@ class TokenReader {
     if (!hex16) fail(where + ".fingerprint", "is not 16 hex digits");
     const std::uint64_t seed = seed_number(field(entry, "seed", where), where + ".seed");
     StreamResume out;
+    out.seed = seed;
     out.first_epoch = number(field(entry, "complete", where), where + ".complete");
     const Json& epochs = field(entry, "epochs", where);
     if (!epochs.is_object()) fail(where + ".epochs", "is not an object");
     const bool mine = name == identity_.stream;
-    if (mine) check_identity(where, fingerprint, seed);
+    if (mine && !identity_.seed_from_token) check_identity(where, fingerprint, seed);
     budget.epochs += epochs.size();
     if (budget.epochs > kMaxEpochEntries) {
       fail(where + ".epochs", "makes more than " + std::to_string(kMaxEpochEntries) + " epoch entries in the token");

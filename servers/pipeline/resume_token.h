@@ -24,6 +24,7 @@ struct StreamResume {
   std::uint64_t first_epoch = 0;                  // every epoch before it was consumed
   std::map<std::uint64_t, BatchRanges> consumed;  // of the epochs from first_epoch on
   bool stream_found = true;                       // false: the token did not name this stream
+  std::uint64_t seed = 0;                         // the stream's seed, as the token has it
 
   [[nodiscard]] bool consumed_batch(std::uint64_t epoch, std::uint64_t batch) const;
   [[nodiscard]] std::uint64_t consumed_batches(std::uint64_t epoch) const;
@@ -35,6 +36,10 @@ struct StreamIdentity {
   std::string fingerprint;  // stream_fingerprint()
   std::uint64_t seed = 0;
   std::uint64_t epoch_batches = 0;  // 0: not known in advance
+  // The seed was drawn, not given: the token's stream entry says it, and
+  // seed and fingerprint are not checked (the caller reads the token again
+  // with the identity that seed makes).
+  bool seed_from_token = false;
 };
 
 // What decides a stream's batches, as 16 hex digits (FNV-1a, 64 bits): two

@@ -71,15 +71,17 @@ std::string ServerCounters::replaced_summary() const {
   return out;
 }
 
-void ServerCounters::summary(double seconds, const Connection& connection) const {
+void ServerCounters::summary(double seconds, const Connection& connection, const std::string& delivery,
+                             bool complete) const {
   const std::uint64_t samples = sent_.samples();
   const std::uint64_t sliced = jpegs_sliced_.load(kRelaxed), jpegs = jpegs_total_.load(kRelaxed);
   std::ostringstream line;
-  line << "done: served " << samples << " samples in " << sent_.batches() << " batches in " << seconds << " s ("
-       << (seconds > 0 ? static_cast<double>(samples) / seconds : 0.0) << " images/s); skipped: " << skips_.summary()
-       << "; shard errors: " << shard_errors() << "; replaced by a neighbour: " << replaced_summary()
-       << "; JPEGs cut at restart markers: " << sliced << " of " << jpegs << "; peak memory: " << peak_memory_mib()
-       << " MiB";
+  line << (complete ? "done: served " : "incomplete: sent ") << samples << " samples in " << sent_.batches()
+       << " batches in " << seconds << " s (" << (seconds > 0 ? static_cast<double>(samples) / seconds : 0.0)
+       << " images/s); skipped: " << skips_.summary() << "; shard errors: " << shard_errors()
+       << "; replaced by a neighbour: " << replaced_summary() << "; JPEGs cut at restart markers: " << sliced << " of "
+       << jpegs << "; peak memory: " << peak_memory_mib() << " MiB";
+  if (!delivery.empty()) line << "; delivery: " << delivery;
   log_.info(line.str());
   const DroppedPeers dropped = dropped_peers(connection);
   if (dropped.unfinished || dropped.flooding || dropped.over_limit) {

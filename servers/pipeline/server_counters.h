@@ -60,9 +60,14 @@ class ServerCounters {
 
   // The rate line: batches and images sent, the connection's rates, skipped.
   void report(const Connection& connection) const;
+  // Where the counters' lines go: the server's log.
+  [[nodiscard]] const ServerLog& log() const noexcept { return log_; }
   // The closing lines: what was served in `seconds`, skipped, replaced,
   // peers dropped, and a hint when restart markers would help.
-  void summary(double seconds, const Connection& connection) const;
+  // The last line of a run. delivery: what became of the batches sent
+  // (empty: nothing to say); complete false: some never reached a receiver.
+  void summary(double seconds, const Connection& connection, const std::string& delivery = {},
+               bool complete = true) const;
   // The server's metrics (the sender's, the stages', the counts, the queues).
   void write_metrics(metrics::MetricsText& out, const QueueDepths& queues) const;
 

@@ -21,6 +21,7 @@ import zmq
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import tenbin_ref as tb  # noqa: E402
+from receipts_source import Receipts  # noqa: E402
 
 BUILD_DIR = os.environ.get("TENSORCOM_BUILD_DIR", "")
 SHARDS_EXE = os.path.join(BUILD_DIR, "servers", "serve-imagenet-shards")
@@ -186,6 +187,14 @@ def _batches_in_summary(out_path):
     return int(m.group(1)) if m else None
 
 
+def confirm(receipts, arrays, infos):
+    """Sends the receipt a batch's metadata asks for (over ipc); False for a
+    copy of a batch taken before."""
+    if not infos or infos[-1] != "meta":
+        return True
+    return receipts.take(msgpack.unpackb(arrays[-1].tobytes(), raw=False))
+
+
 def close_server(proc, pull, ctx):
     """Kills the server if it still runs, then closes the test's socket and context."""
     if proc is not None and proc.poll() is None:
@@ -220,6 +229,7 @@ def run_server(args, tmpdir, exe=SHARDS_EXE, deadline_s=RUN_DEADLINE_S, receive=
                                     cwd=cwd)
         poller = zmq.Poller()
         poller.register(pull, zmq.POLLIN)
+        receipts = Receipts(ctx)
         start = time.monotonic()
         exited_at = None
         while True:
@@ -228,6 +238,8 @@ def run_server(args, tmpdir, exe=SHARDS_EXE, deadline_s=RUN_DEADLINE_S, receive=
             if dict(poller.poll(RECV_POLL_MS)).get(pull):
                 frames = pull.recv_multipart(copy=True)
                 arrays, tinfos = tb.decode_message(frames, with_infos=True)
+                if not confirm(receipts, arrays, tinfos):
+                    continue
                 batches.append(arrays)
                 infos.append(tinfos)
                 if stop_after is not None and len(batches) == stop_after:
@@ -246,6 +258,7 @@ def run_server(args, tmpdir, exe=SHARDS_EXE, deadline_s=RUN_DEADLINE_S, receive=
             if waited > (DRAIN_AFTER_EXIT_S * 3 if expected is not None else DRAIN_AFTER_EXIT_S):
                 break
         rc = proc.returncode
+        receipts.close()
     finally:
         close_server(proc, pull, ctx)
     with open(out_path, encoding="utf-8", errors="replace") as f:

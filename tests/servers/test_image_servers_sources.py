@@ -180,11 +180,17 @@ def test_bound_tcp_port_is_reported_and_served(clean_data, root):
         assert m and int(m.group(2)) > 0, first
         pull.connect(m.group(1))
         keys = []
+        receipts = h.Receipts(ctx)
         while pull.poll(5000):
-            arrays, infos = h.tb.decode_message(pull.recv_multipart(), with_infos=True)
-            keys += h.msgpack.unpackb(arrays[2].tobytes())["keys"]
+            frames = pull.recv_multipart(copy=False)
+            arrays, infos = h.tb.decode_message([f.bytes for f in frames], with_infos=True)
+            meta = h.msgpack.unpackb(arrays[2].tobytes())
+            # Confirmed over tcp, to the host the batch came from: the server then ends.
+            assert receipts.take(meta, frames[0].get("Peer-Address"))
+            keys += meta["keys"]
             if len(keys) == 20:
                 break
+        receipts.close()
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, (out, err)
         assert sorted(keys) == sorted(k for k in labels if k.startswith("c0_"))

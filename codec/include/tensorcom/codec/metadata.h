@@ -6,7 +6,8 @@
 //    "crops": [[x, y, w, h]...], "flips": [bool...], "sizes": [[w, h]...],
 //    "epoch": uint, "size": uint,
 //    "stream": str, "fingerprint": str, "seed": uint, "batch": uint,
-//    "batches": uint, "last": bool}
+//    "batches": uint, "last": bool,
+//    "ack": [str...], "run": uint, "ackkey": str}
 // The last three are there when the server recorded how each sample was
 // made (the image servers do): the crop box in source pixels, whether it was
 // mirrored, and the source image's size, so that any sample can be re-made
@@ -16,6 +17,10 @@
 // and its images' height and width in pixels, which --size-schedule changes
 // from epoch to epoch ("sizes" is the sources' sizes, per sample). Readers
 // skip keys they do not know, so older readers read newer metadata.
+// "ack", "run" and "ackkey" ask the receiver to confirm the batch
+// (docs/deploy.md, "Delivery"): where the sender takes receipts, the
+// sender's run (a random number, new each start) and, with CURVE, the
+// receipt socket's public key.
 // The last six place the batch in a resumable stream (docs/deploy.md,
 // "Resuming"): the server's stable name ("RANK/WORLD" unless named), a
 // fingerprint of what decides the stream's batches, the seed, the batch's
@@ -61,15 +66,27 @@ struct StreamPlace {
   bool operator==(const StreamPlace&) const = default;
 };
 
+// Where and how a receiver confirms that it took a batch.
+struct DeliveryReceipt {
+  // Receipt addresses: "tcp:PORT" (on the host the batch came from),
+  // "ipc:@NAME" (a Linux abstract socket on this machine).
+  std::vector<std::string> to;
+  std::uint64_t run = 0;  // the sending run; a receipt names (run, seq)
+  std::string key;        // CURVE: the receipt socket's public key (Z85); empty: plain
+
+  bool operator==(const DeliveryReceipt&) const = default;
+};
+
 struct BatchMetadata {
-  std::vector<std::string> keys;         // sample keys, in batch order
-  std::vector<std::string> shards;       // the shard each sample came from, same order
-  std::string server;                    // the id of the server that made the batch
-  std::uint64_t sequence = 0;            // the batch's number in that server's stream
-  std::vector<SampleGeometry> geometry;  // per sample, same order; empty: not recorded
-  std::optional<std::uint64_t> epoch;    // the epoch the samples were read in; unset: not recorded
-  std::optional<std::uint32_t> size;     // the images' height and width; unset: not recorded
-  std::optional<StreamPlace> place;      // where the batch sits in a resumable stream; unset: not recorded
+  std::vector<std::string> keys;           // sample keys, in batch order
+  std::vector<std::string> shards;         // the shard each sample came from, same order
+  std::string server;                      // the id of the server that made the batch
+  std::uint64_t sequence = 0;              // the batch's number in that server's stream
+  std::vector<SampleGeometry> geometry;    // per sample, same order; empty: not recorded
+  std::optional<std::uint64_t> epoch;      // the epoch the samples were read in; unset: not recorded
+  std::optional<std::uint32_t> size;       // the images' height and width; unset: not recorded
+  std::optional<StreamPlace> place;        // where the batch sits in a resumable stream; unset: not recorded
+  std::optional<DeliveryReceipt> receipt;  // how to confirm it; unset: no confirmation asked
 
   bool operator==(const BatchMetadata&) const = default;
 };

@@ -66,6 +66,12 @@ struct ConnectionOptions {
   // send() wait for it instead of missing the batch (ZMQ_XPUB_NODROP):
   // every subscriber gets every batch, at the slowest one's pace.
   bool publish_no_drop = false;
+  // Receivers: confirm each batch whose metadata asks for it, when recv()
+  // hands it over, and drop copies of a batch already taken (a confirming
+  // sender re-sends what a lost connection may have dropped; see
+  // tensorcom/transport/delivery.h). Also warns once when one stream comes
+  // from two servers at once.
+  bool confirm_delivery = true;
   Milliseconds heartbeat{0};          // ZMTP heartbeat interval (0: none)
   Milliseconds heartbeat_timeout{0};  // peer dropped after this silence (0: 10 x heartbeat)
   // Reconnect delay while a peer is absent (not yet started, or gone), and

@@ -54,6 +54,20 @@ struct DroppedPeers {
 // also logged through options().log, at the next send or receive).
 [[nodiscard]] std::uint64_t refused_peers(const Connection& connection) noexcept;
 
+// Senders (and ipc receivers): connections open now and lost so far, as
+// ZeroMQ's monitor reports them (a sender's made or accepted connections,
+// whether or not the peer finished its handshake). A connection lost may
+// have taken the batches its queue held (docs/deploy.md, "Delivery").
+struct ConnectionCount {
+  std::uint64_t open = 0;
+  std::uint64_t lost = 0;
+};
+[[nodiscard]] ConnectionCount connections(const Connection& connection) noexcept;
+
+// Senders: waits until some connection is open, at most `timeout`, polling
+// stop_requested (may be empty) every 50 ms. Returns: whether one is open.
+bool wait_for_peer(Connection& connection, Milliseconds timeout, const std::function<bool()>& stop_requested);
+
 // PUB: waits at most timeout (none: forever) until some peer is subscribed.
 // Returns: whether one is; true at once for other kinds. Throws
 // TransportError (code() EINTR when a signal interrupted the wait).

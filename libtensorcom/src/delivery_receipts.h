@@ -1,0 +1,87 @@
+// Internal: a receiving Connection's side of confirmed delivery
+// (tensorcom/transport/delivery.h). For each batch whose metadata asks, it
+// sends a receipt to the sender's receipt socket and drops copies of a
+// batch already taken (a sender re-sends what a lost connection may have
+// dropped). It also notices one stream coming from two servers (same name
+// and fingerprint: the same batches twice) and warns once.
+//
+// Bounded against a hostile sender: at most kMaxSenders receipt sockets
+// (further senders get no receipts, said once), at most kMaxRuns runs and
+// kRememberedPerRun sequences a run remembered (the oldest forgotten first:
+// a copy older than what is remembered is taken again, never lost), and a
+// receipt goes only to the host the batch came from.
+#pragma once
+
+#include <zmq.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tensorcom/codec/metadata.h"
+#include "tensorcom/codec/tensor.h"
+
+namespace tensorcom::detail {
+
+class DeliveryReceipts {
+ public:
+  static constexpr std::size_t kMaxSenders = 64;
+  static constexpr std::size_t kMaxRuns = 256;
+  static constexpr std::size_t kRememberedPerRun = 1 << 16;
+  static constexpr std::size_t kMaxStreams = 1024;
+
+  // context: the receiving socket's; log: where the one-time warnings go.
+  DeliveryReceipts(zmq::context_t& context, std::function<void(std::string_view)> log);
+
+  // Looks at a received batch's metadata: sends its receipt if it asks for
+  // one and remembers it. peer_address: ZeroMQ's "Peer-Address" of the
+  // message (empty when none). Returns false for a copy of a batch this
+  // receiver took before: the caller drops it.
+  bool take(std::span<const Tensor> batch, std::string_view peer_address);
+
+  // Copies dropped so far.
+  [[nodiscard]] std::uint64_t duplicates() const noexcept { return duplicates_; }
+
+  // Closes the receipt sockets (what is queued gets a short linger).
+  void close();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Run {
+    std::set<std::uint64_t> taken;
+    Clock::time_point last_seen;
+  };
+  // A server seen sending a stream: its id (server and run) and when.
+  struct StreamSource {
+    std::string id;
+    Clock::time_point first_seen;
+    Clock::time_point last_seen;
+  };
+
+  bool first_time(std::uint64_t run, std::uint64_t sequence);
+  void confirm(const DeliveryReceipt& receipt, std::uint64_t sequence, std::string_view peer_address);
+  zmq::socket_t* receipt_socket(const DeliveryReceipt& receipt, std::string_view peer_address);
+  void watch_stream(const BatchMetadata& metadata);
+  void say_once(bool& said, const std::string& line);
+
+  zmq::context_t& context_;
+  std::function<void(std::string_view)> log_;
+  std::map<std::string, zmq::socket_t> sockets_;  // by endpoint
+  std::map<std::uint64_t, Run> runs_;
+  std::map<std::string, std::vector<StreamSource>> streams_;  // by name and fingerprint
+  std::set<std::string> duplicate_streams_said_;
+  std::optional<std::pair<std::string, std::string>> client_keys_;  // CURVE: public, secret
+  std::uint64_t duplicates_ = 0;
+  bool said_too_many_senders_ = false;
+  bool said_unreachable_ = false;
+};
+
+}  // namespace tensorcom::detail
