@@ -15,6 +15,7 @@
 #include "tensorcom/codec/metadata.h"
 #include "tensorcom/transport/connection.h"
 #include "tensorcom/transport/connection_controls.h"
+#include "tensorcom/transport/curve.h"
 #include "tensorcom/transport/delivery.h"
 #include "test_support.h"
 
@@ -185,6 +186,24 @@ TEST_CASE("confirmed delivery") {
     CHECK(received == 30);  // no copy reached the application
     CHECK(delivery.counts().resent > 0);
     CHECK(delivery.counts().confirmed == 30);
+  }
+
+  SUBCASE("with CURVE the receipts are encrypted too, to a key the batches carry") {
+    const CurveKeyPair server = generate_curve_keypair();
+    const CurveKeyPair client = generate_curve_keypair();
+    ConnectionOptions push_options;
+    push_options.curve = CurveSecurity{server, "", std::vector<std::string>{client.public_key}};
+    Connection push({"zrpush://127.0.0.1:0"}, push_options);
+    ConnectionOptions pull_options = receiving();
+    pull_options.curve = CurveSecurity{client, server.public_key, std::nullopt};
+    Connection pull({"zrpull://" + push.bound_addresses().at(0).substr(6)}, pull_options);
+    ConfirmedDelivery delivery(push);
+    CHECK(delivery.receipt().key.size() == 40);
+    CHECK(delivery.receipt().key != server.public_key);
+    send_all(delivery, 0, 5);
+    CHECK(drain(pull).size() == 5);
+    CHECK(delivery.settle(5000ms, {}) == 0);
+    CHECK(delivery.counts().confirmed == 5);
   }
 
   SUBCASE("no receiver: settle says what is unconfirmed") {
