@@ -216,7 +216,7 @@ int Serving::run() {
   std::vector<std::thread> workers;
   for (std::size_t i = 0; i < worker_count(options); ++i) {
     workers.emplace_back([this, i] {
-      SlotFiller filler(filler_options, assembler, source, counters, log, counters.worker_clocks(i));
+      SlotFiller filler(filler_options, assembler, source, counters, counters.worker_clocks(i));
       while (auto dispatched = queue.pop()) filler.serve(*dispatched);
     });
   }

@@ -41,6 +41,17 @@ void ServerCounters::add_jpegs(std::uint64_t sliced, std::uint64_t total) noexce
   jpegs_total_.fetch_add(total, kRelaxed);
 }
 
+void ServerCounters::count_unfilled(const std::string& why) {
+  unfilled_.fetch_add(1, std::memory_order_relaxed);
+  std::optional<std::uint64_t> held_back;
+  {
+    std::lock_guard lock(unfilled_mutex_);
+    held_back = unfilled_gate_.pass(WarningGate::Clock::now());
+  }
+  if (!held_back) return;
+  log_.warn(why + (*held_back ? "; " + std::to_string(*held_back) + " more sent short since the last warning" : ""));
+}
+
 SkipCounter::Counts ServerCounters::replaced_counts() const {
   std::lock_guard lock(replaced_mutex_);
   return replaced_;

@@ -13,6 +13,7 @@
 
 #include "server_log.h"
 #include "skip_counter.h"
+#include "warning_gate.h"
 #include "stage_clock.h"
 #include "tensorcom/imaging/problem.h"
 #include "tensorcom/metrics/metrics.h"
@@ -39,8 +40,9 @@ class ServerCounters {
   SkipCounter& skips() noexcept { return skips_; }
   // A skipped sample whose place a neighbour filled, by why it was skipped.
   void count_replaced(imaging::Problem problem);
-  // A slot that nothing could fill.
-  void count_unfilled() noexcept { unfilled_.fetch_add(1, std::memory_order_relaxed); }
+  // A slot that nothing could fill; `why` is warned at a bounded rate (a
+  // folder of mostly bad files would otherwise print a line a sample).
+  void count_unfilled(const std::string& why);
   // A sample not served: its batch was consumed before a resume.
   void count_replayed() noexcept { replayed_.fetch_add(1, std::memory_order_relaxed); }
   // A shard (or file) abandoned part way, and why.
@@ -80,6 +82,8 @@ class ServerCounters {
   mutable std::mutex replaced_mutex_;
   SkipCounter::Counts replaced_{};
   std::atomic<std::uint64_t> unfilled_{0};
+  std::mutex unfilled_mutex_;
+  WarningGate unfilled_gate_{std::chrono::seconds(1)};
   std::atomic<std::uint64_t> replayed_{0};
   std::atomic<std::uint64_t> shard_errors_{0};
   std::atomic<std::uint64_t> jpegs_sliced_{0};

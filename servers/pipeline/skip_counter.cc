@@ -5,23 +5,18 @@
 namespace tensorcom::pipeline {
 
 SkipCounter::SkipCounter(const ServerLog& log, std::chrono::milliseconds warning_interval)
-    : log_(log), interval_(warning_interval) {}
+    : log_(log), gate_(warning_interval) {}
 
 void SkipCounter::skip(imaging::Problem problem, const std::string& key, const std::string& shard,
                        const std::string& detail) {
   std::lock_guard lock(mutex_);
   ++counts_[static_cast<std::size_t>(problem)];
-  auto now = std::chrono::steady_clock::now();
-  if (last_warning_ != std::chrono::steady_clock::time_point{} && now - last_warning_ < interval_) {
-    ++unreported_;
-    return;
-  }
-  last_warning_ = now;
+  const std::optional<std::uint64_t> unreported = gate_.pass(WarningGate::Clock::now());
+  if (!unreported) return;
   std::string line = "skipped sample '" + formats::printable(key) + "' of " + formats::printable(shard) + ": " +
                      std::string(imaging::problem_name(problem));
   if (!detail.empty()) line += " (" + formats::printable(detail) + ")";
-  if (unreported_) line += "; " + std::to_string(unreported_) + " more skipped since the last warning";
-  unreported_ = 0;
+  if (*unreported) line += "; " + std::to_string(*unreported) + " more skipped since the last warning";
   log_.warn(line);
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "server_log.h"
+#include "warning_gate.h"
 #include "tensorcom/imaging/problem.h"
 
 namespace tensorcom::pipeline {
@@ -33,11 +34,9 @@ class SkipCounter {
 
  private:
   const ServerLog& log_;
-  std::chrono::milliseconds interval_;
   mutable std::mutex mutex_;
   Counts counts_{};
-  std::chrono::steady_clock::time_point last_warning_{};
-  std::uint64_t unreported_ = 0;
+  WarningGate gate_;
 };
 
 }  // namespace tensorcom::pipeline

@@ -10,12 +10,11 @@ namespace tensorcom::pipeline {
 using Clock = StageClock::Clock;
 
 SlotFiller::SlotFiller(const FillerOptions& options, BatchAssembler& assembler, const SampleSource& source,
-                       ServerCounters& counters, const ServerLog& log, WorkerClocks& clocks)
+                       ServerCounters& counters, WorkerClocks& clocks)
     : options_(options),
       assembler_(assembler),
       source_(source),
       counters_(counters),
-      log_(log),
       clocks_(clocks),
       augmenter_(options.augment, options.first_size),
       scratch_(options.largest.direct() ? 0 : options.largest.image_bytes()) {}
@@ -35,9 +34,9 @@ void SlotFiller::serve(const Dispatched& dispatched) {
     counters_.count_replaced(refusal->problem);
     return;
   }
-  counters_.count_unfilled();
-  log_.warn("epoch " + std::to_string(sample.epoch) + ": none of the " + std::to_string(dispatched.candidates.size()) +
-            " samples nearest " + formats::printable(sample.key) + " could replace it; its batch is sent one short");
+  counters_.count_unfilled("epoch " + std::to_string(sample.epoch) + ": none of the " +
+                           std::to_string(dispatched.candidates.size()) + " samples nearest " +
+                           formats::printable(sample.key) + " could replace it; its batch is sent one short");
   assembler_.leave_empty(slot);
 }
 

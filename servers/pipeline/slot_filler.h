@@ -36,7 +36,7 @@ struct FillerOptions {
 class SlotFiller {
  public:
   SlotFiller(const FillerOptions& options, BatchAssembler& assembler, const SampleSource& source,
-             ServerCounters& counters, const ServerLog& log, WorkerClocks& clocks);
+             ServerCounters& counters, WorkerClocks& clocks);
   SlotFiller(const SlotFiller&) = delete;
   SlotFiller& operator=(const SlotFiller&) = delete;
   // Adds this worker's JPEG counts to the counters.
@@ -67,7 +67,6 @@ class SlotFiller {
   BatchAssembler& assembler_;
   const SampleSource& source_;
   ServerCounters& counters_;
-  const ServerLog& log_;
   WorkerClocks& clocks_;
   imaging::ImageAugmenter augmenter_;
   std::vector<std::uint8_t> scratch_;  // the output, where the batch's memory is not uint8 HWC

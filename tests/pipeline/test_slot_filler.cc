@@ -52,7 +52,7 @@ struct Worker {
     options.first_size = kSize;
     options.largest = format();
     options.classes = classes;
-    filler.emplace(options, assembler, source, counters, log.log(), counters.worker_clocks(0));
+    filler.emplace(options, assembler, source, counters, counters.worker_clocks(0));
     REQUIRE(assembler.open({0, 0}, kBatch, kSize));
   }
   // The batch once its other slots are filled with good samples.
@@ -149,6 +149,22 @@ TEST_CASE("a slot nothing can fill is left empty, and its batch sent one short")
   CHECK(w.counters.replaced(Problem::kUndecodable) == 0);
   CHECK(w.log.warning_text().find("none of the 1 samples nearest bad could replace it; its batch is sent one short") !=
         std::string::npos);
+}
+
+TEST_CASE("slots nothing can fill are warned about at a bounded rate, each counted") {
+  Worker w;
+  // Three of the open batch's slots, then three more batches of bad samples.
+  for (std::uint64_t batch = 1; batch < 4; ++batch) REQUIRE(w.assembler.open({0, batch}, kBatch, kSize));
+  for (std::uint64_t p = 0; p < 4 * kBatch; ++p) w.filler->serve({sample("bad", 3, garbage(), p), {}});
+  CHECK(w.counters.unfilled() == 4 * kBatch);
+  const std::string text = w.log.warning_text();
+  std::size_t lines = 0;
+  for (std::size_t at = text.find("could replace it"); at != std::string::npos;
+       at = text.find("could replace it", at + 1)) {
+    ++lines;
+  }
+  CHECK(lines >= 1);
+  CHECK(lines <= 2);  // one a second
 }
 
 TEST_CASE("labels out of range or unreadable are refused, and the sample replaced") {
