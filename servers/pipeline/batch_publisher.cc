@@ -35,6 +35,7 @@ BatchPublisher::~BatchPublisher() = default;
 void BatchPublisher::publish(BatchAssembler& assembler, const std::function<void()>& before_repeating) {
   if (!wait_for_receiver()) return;
   while (auto batch = assembler.next_ready()) {
+    if (batch->labels.dim(0) == 0) refuse_empty(*batch);
     TensorList list{batch->images, batch->labels};
     const BatchPlace place = batch->place;
     if (options_.metadata) list.push_back(metadata_tensor(metadata_of(*batch)));
@@ -50,6 +51,17 @@ void BatchPublisher::publish(BatchAssembler& assembler, const std::function<void
     }
     return;
   }
+}
+
+// A batch none of whose samples, nor any of their neighbours, could be
+// served: the data here is bad through and through (samples that cannot be
+// served are looked past for 65,536 samples). Sending it would hand the
+// trainer a batch of nothing; serving stops instead, saying where.
+void BatchPublisher::refuse_empty(const AssembledBatch& batch) const {
+  throw ArgumentError("epoch " + std::to_string(batch.place.epoch) + ", batch " + std::to_string(batch.place.index) +
+                      ": none of its " + std::to_string(batch.empty_slots) +
+                      " samples could be served, nor any sample near them (see the warnings above): stopping rather "
+                      "than sending an empty batch");
 }
 
 // A sender that connects queues its batches in ZeroMQ until the receiver

@@ -1,8 +1,10 @@
 // The sending end of an image server: takes complete batches from the
 // assembler in stream order, adds their metadata (--meta), and sends each
-// with send_until_stopped, counting it and writing a rate line every
-// `report` batches. With repeat_first_batch, sends the first batch over and
-// over (the transport alone, the reference's --benchmark).
+// with send_until_stopped (or through a ConfirmedDelivery), counting it and
+// writing a rate line every `report` batches; a batch with no sample at all
+// ends serving with an error instead. With repeat_first_batch, sends the
+// first batch over and over (the transport alone, the reference's
+// --benchmark).
 #pragma once
 
 #include <cstdint>
@@ -69,6 +71,7 @@ class BatchPublisher {
   bool send_counted(TensorList batch, BatchPlace place);
   bool send_batch(TensorList batch);
   bool wait_for_receiver();
+  [[noreturn]] void refuse_empty(const AssembledBatch& batch) const;
   void forget_confirmed_places();
 
   PublisherOptions options_;

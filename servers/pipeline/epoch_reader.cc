@@ -1,5 +1,7 @@
 #include "epoch_reader.h"
 
+#include <algorithm>
+#include <iterator>
 #include <new>
 #include <utility>
 
@@ -153,8 +155,9 @@ bool EpochReader::dispatch(bool last) {
   if (!consumed) {
     const auto& after = held_back_.samples();
     const auto& before = handed_over_.samples();
-    d.candidates.assign(after.begin(), after.end());
-    d.candidates.insert(d.candidates.end(), before.rbegin(), before.rend());
+    auto servable = [](const SharedSample& s) { return may_be_servable(*s); };
+    std::copy_if(after.begin(), after.end(), std::back_inserter(d.candidates), servable);
+    std::copy_if(before.rbegin(), before.rend(), std::back_inserter(d.candidates), servable);
   }
   handed_over_.push(d.sample);
   while (handed_over_.over()) handed_over_.pop();

@@ -38,4 +38,15 @@ inline std::size_t buffered_bytes(const RawSample& sample) {
          (sample.label ? sample.label->size() : 0);
 }
 
+// Whether a sample may be served, as far as can be told without decoding
+// it: it has image bytes that could be read, within the size limit. One
+// that cannot (no image or an empty one, a file that could not be read, an
+// image passed over for its size) never stands in for another, and costs
+// no place in the windows of candidates. Read the same whether or not its
+// bytes were read (a resumed epoch's are not), so that resumed epochs pick
+// the same replacements.
+inline bool may_be_servable(const RawSample& sample) {
+  return !sample.unreadable && sample.oversized_image == 0 && sample.image_bytes > 0;
+}
+
 }  // namespace tensorcom::pipeline

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "collected_log.h"
@@ -152,6 +153,27 @@ TEST_CASE("a sample's candidates are the samples after it, then those before it,
   CHECK(near[0] == 38);
   CHECK(near[1] == 39);
   CHECK(near[2] == 36);
+}
+
+TEST_CASE("samples that cannot be served are never candidates, and a long run of them is looked past") {
+  // A folder of failed downloads: 600 empty images around two good ones.
+  FakeSource source(1, 602);
+  const std::set<std::string> good = {"0/0", "0/601"};
+  for (std::size_t i = 0; i < 602; ++i) {
+    const std::string key = "0/" + std::to_string(i);
+    if (!good.count(key)) source.set_image(key, ByteBuffer{});
+  }
+  Run run(source, options(8, 1));
+  run.reader.read_all();
+  const auto handed = run.out.of_epoch(0);
+  REQUIRE(handed.size() == 602);
+  std::map<std::uint64_t, std::string> key_at;
+  for (const Handed& h : handed) key_at[h.position] = h.key;
+  for (const Handed& h : handed) {
+    // Every sample has a good one to stand in for it, however far.
+    CHECK_MESSAGE(!h.candidate_positions.empty(), h.key);
+    for (std::uint64_t p : h.candidate_positions) CHECK(good.count(key_at.at(p)) == 1);
+  }
 }
 
 TEST_CASE("a resumed epoch passes over the consumed batches, reading nothing of them") {

@@ -197,3 +197,40 @@ def test_a_stream_name_of_the_longest_length_is_served(clean_data, rundir):
     assert r.rc == 0, r
     assert r.metas and {m["stream"] for m in r.metas} == {name}
 
+
+
+def test_a_folder_of_failed_downloads_serves_full_batches_of_its_good_images(root, rundir):
+    """A class of 4 good JPEGs among 600 empty files: every batch full, of
+    the good images only, and a few warning lines rather than one a file."""
+    rng = np.random.default_rng(5)
+    d = tempfile.mkdtemp(dir=root, prefix="failed")
+    good = set()
+    os.makedirs(os.path.join(d, "cat"))
+    for i in range(604):
+        name = f"img{i:04d}.jpg"
+        data = b""
+        if i in (17, 170, 333, 590):
+            data = h.encode(h.smooth_image(rng, 40, 48), "jpg")
+            good.add(name[:-4])
+        with open(os.path.join(d, "cat", name), "wb") as f:
+            f.write(data)
+    r = run(["-d", d, "--epochs", "1", "--meta", "-b", "8", "--size", "16", "-r", "0"], rundir, exe=h.DIR_EXE)
+    assert r.rc == 0, r
+    assert len(r.batches) == 604 // 8 + 1
+    assert all(len(b[1]) == 8 for b in r.batches[:-1]) and len(r.batches[-1][1]) == 604 % 8
+    assert {os.path.basename(k)[:-4] for k in r.keys()} == good
+    assert r.summary()[2] == {"empty": 600}
+    assert len(r.err.splitlines()) <= 10, r.err
+
+
+def test_a_stream_of_nothing_but_bad_samples_ends_with_an_error(root, rundir):
+    d = tempfile.mkdtemp(dir=root, prefix="allbad")
+    os.makedirs(os.path.join(d, "cat"))
+    for i in range(40):
+        with open(os.path.join(d, "cat", f"img{i:04d}.jpg"), "wb") as f:
+            f.write(b"\xff\xd8\xff\xe0 not a jpeg" if i % 2 else b"")
+    r = run(["-d", d, "--epochs", "0", "--meta", "-b", "8", "--size", "16", "-r", "0"], rundir, exe=h.DIR_EXE)
+    assert r.rc == 1, r
+    assert not r.batches
+    assert re.search(r"epoch 0, batch 0: none of its 8 samples could be served, nor any sample near them", r.err), r.err
+    assert len(r.err.splitlines()) <= 10, r.err

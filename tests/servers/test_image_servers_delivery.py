@@ -137,12 +137,17 @@ def test_a_stalled_server_whose_connection_was_dropped_sends_again(clean_data):
         address = re.search(r"\[bound (tcp://[^\]]+)\]", first).group(1)
         trainer = Trainer(ctx, address, bind=False, heartbeat_ms=100, hwm=2)
         trainer.take(count=3, idle_s=10)
+        time.sleep(3)  # the server fills every queue on the way, its own too
         proc.send_signal(signal.SIGSTOP)
         try:
-            trainer.take(idle_s=1.5)  # what had arrived; then the connection goes
+            # What the sockets held, then silence: the trainer's heartbeats
+            # go unanswered and it drops the connection. (Read meanwhile:
+            # libzmq 4.3.4 asserts when a heartbeat times out on a
+            # connection whose receive queue is full.)
+            trainer.take(idle_s=1.5)
         finally:
             proc.send_signal(signal.SIGCONT)
-        trainer.take(idle_s=3)
+        trainer.take(idle_s=5)
         rc, out, err = finished(proc)
         assert rc == 0, (out, err)
         assert_exactly_once(trainer.taken, 60)
