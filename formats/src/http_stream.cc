@@ -12,7 +12,7 @@ namespace tensorcom::formats::detail {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = HttpStream::Clock;
 
 // How long one wait for the socket lasts: also how often `cancelled` and the
 // stall timeout are checked.
@@ -110,15 +110,23 @@ std::optional<std::span<const std::byte>> HttpStream::read() {
   handed_.clear();  // the caller is done with the last block
   if (paused_ && !failure_) resume();
   const Clock::time_point waiting_since = Clock::now();
+  Clock::time_point mark = waiting_since;
   while (filling_.empty() && !finished_ && !failure_) {
+    const Clock::time_point now = Clock::now();
+    waited_ += now - mark;
+    mark = now;
     if (cancelled_ && cancelled_()) {
       fail(url_ + ": stopped", false);
-    } else if (Clock::now() - waiting_since >= options_.stall_timeout) {
+    } else if (now - waiting_since >= options_.stall_timeout) {
       fail(url_ + ": no data for " + std::to_string(options_.stall_timeout.count()) + " ms (stall timeout)", true);
     } else {
-      drive();
+      check_pace(now);
+      if (!failure_) drive();
     }
   }
+  waited_ += Clock::now() - mark;
+  window_bytes_ += filling_.size();
+  if (!failure_) check_pace(Clock::now());
   // Bytes that came before a failure are still handed out: they may finish a sample.
   if (filling_.empty() && failure_) return std::nullopt;
   handed_.swap(filling_);
@@ -176,6 +184,26 @@ void HttpStream::take_result() {
       }
     }
   }
+}
+
+void HttpStream::check_pace(Clock::time_point now) {
+  const auto& o = options_;
+  if (o.max_transfer_time.count() > 0 && now - started_ >= o.max_transfer_time) {
+    fail(url_ + ": still transferring after " + std::to_string(o.max_transfer_time.count()) +
+             " ms (the most a transfer may take)",
+         false);
+    return;
+  }
+  if (o.min_bytes_per_second == 0 || o.rate_window.count() <= 0 || waited_ < o.rate_window) return;
+  const double seconds = std::chrono::duration<double>(waited_).count();
+  if (static_cast<double>(window_bytes_) < static_cast<double>(o.min_bytes_per_second) * seconds) {
+    fail(url_ + ": " + std::to_string(window_bytes_) + " bytes in " + std::to_string(static_cast<long>(seconds)) +
+             " s of waiting, slower than the minimum of " + std::to_string(o.min_bytes_per_second) + " bytes/s",
+         true);
+    return;
+  }
+  waited_ = {};
+  window_bytes_ = 0;
 }
 
 void HttpStream::fail(std::string message, bool retryable) {

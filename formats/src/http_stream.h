@@ -27,6 +27,7 @@ struct HttpFailure {
 // Not thread-safe; one per transfer.
 class HttpStream {
  public:
+  using Clock = std::chrono::steady_clock;
   // At most this many bytes of the body wait in memory (plus one chunk of
   // curl's, 16 KiB): past it, curl is paused until the block is taken.
   static constexpr std::size_t kHighWater = std::size_t{1} << 20;
@@ -41,7 +42,8 @@ class HttpStream {
 
   // The next bytes of the body, valid until the next call; empty at the end
   // of a complete body. Nothing when the transfer failed, stalled past the
-  // stall timeout or was cancelled: failure() says why.
+  // stall timeout, came slower than the minimum rate, ran past the most
+  // time a transfer may take, or was cancelled: failure() says why.
   [[nodiscard]] std::optional<std::span<const std::byte>> read();
   [[nodiscard]] const std::optional<HttpFailure>& failure() const noexcept { return failure_; }
 
@@ -54,6 +56,8 @@ class HttpStream {
   void take_result();
   void fail(std::string message, bool retryable);
   void resume();
+  // Fails the transfer if it has come too slowly or for too long.
+  void check_pace(Clock::time_point now);
 
   std::string url_;  // redacted, for messages
   HttpShardOptions options_;
@@ -62,6 +66,9 @@ class HttpStream {
   std::vector<std::byte> filling_;  // what curl delivered since the last read()
   std::vector<std::byte> handed_;   // the block the caller holds
   bool paused_ = false;             // curl holds a chunk we refused
+  Clock::time_point started_ = Clock::now();
+  Clock::duration waited_{};        // waiting for the body in this rate window
+  std::uint64_t window_bytes_ = 0;  // bytes that came in this rate window
   bool finished_ = false;           // the body is complete
   std::optional<HttpFailure> failure_;
 };

@@ -5,7 +5,8 @@
 // ("peak-kib N", from /proc/self/status: not counting what a parent held
 // before exec, as getrusage does). Exit status: 0 at a clean end, 1 if the shard
 // ended with an error, 2 if it could not be opened or the usage is wrong.
-//   read-shard [--attempts N] [--connect-ms N] [--stall-ms N] [--retry-ms N] [--max-redirects N] SHARD
+//   read-shard [--attempts N] [--connect-ms N] [--stall-ms N] [--retry-ms N] [--max-redirects N]
+//              [--min-rate BYTES_PER_S] [--rate-window-ms N] [--max-transfer-ms N] SHARD
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -34,6 +35,12 @@ bool set_option(std::string_view flag, long value, HttpShardOptions& http) {
     http.first_retry_delay = std::chrono::milliseconds(value);
   } else if (flag == "--max-redirects") {
     http.max_redirects = static_cast<int>(value);
+  } else if (flag == "--min-rate") {
+    http.min_bytes_per_second = static_cast<std::uint64_t>(value);
+  } else if (flag == "--rate-window-ms") {
+    http.rate_window = std::chrono::milliseconds(value);
+  } else if (flag == "--max-transfer-ms") {
+    http.max_transfer_time = std::chrono::milliseconds(value);
   } else {
     return false;
   }

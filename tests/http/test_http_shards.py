@@ -178,6 +178,20 @@ def stalls(body, at):
     return route
 
 
+def drips(body, piece=4, pause_s=0.1):
+    """A byte or two at a time, never stopping long enough for a stall timeout."""
+    def route(handler, site, nth):
+        head(handler, len(body))
+        for at in range(0, len(body), piece):
+            if site.stop.is_set():
+                break
+            handler.wfile.write(body[at:at + piece])
+            handler.wfile.flush()
+            time.sleep(pause_s)
+        handler.close_connection = True
+    return route
+
+
 def redirect(to):
     def route(handler, site, nth):
         handler.send_response(302)
@@ -208,6 +222,7 @@ ROUTES = {
     "/short-length.tar": declared(SMALL_TAR, CUT_AT),
     "/long-length.tar": declared(SMALL_TAR, len(SMALL_TAR) + 5000),
     "/stalls.tar": stalls(SMALL_TAR, CUT_AT),
+    "/drips.tar": drips(SMALL_TAR),
     "/loop.tar": redirect("/loop.tar"),
     "/moved.tar": redirect("/small.tar"),
     "/to-file.tar": redirect("file:///etc/passwd"),
@@ -404,6 +419,27 @@ def test_a_server_that_stops_mid_body_fails_within_the_stall_timeouts(site):
     assert "stall timeout" in r.last and "(tried 2 times)" in r.last, r
     assert r.seconds < 8, r
     assert site.requests["/stalls.tar"] == 2
+
+
+def test_a_server_that_drips_bytes_fails_below_the_minimum_rate(site):
+    """40 bytes/s never trips the stall timeout; the minimum rate ends it."""
+    r = read_shard(site.url("/drips.tar"), "--min-rate", "1000", "--rate-window-ms", "1500", attempts=2,
+                   stall_ms=5000)
+    assert r.rc == 1, r
+    assert "slower than the minimum of 1000 bytes/s" in r.last and "(tried 2 times)" in r.last, r
+    assert r.seconds < 8, r
+
+
+def test_a_slow_but_steady_server_is_above_the_minimum_rate(site):
+    r = read_shard(site.url("/slow.tar"), "--min-rate", "1000", "--rate-window-ms", "500")
+    assert r.rc == 0 and r.samples == expected_lines(SMALL), r
+
+
+def test_a_transfer_that_runs_too_long_ends(site):
+    r = read_shard(site.url("/drips.tar"), "--max-transfer-ms", "1000", "--min-rate", "0", attempts=3)
+    assert r.rc == 1, r
+    assert "the most a transfer may take" in r.last and "(tried" not in r.last, r
+    assert r.seconds < 5, r
 
 
 def test_a_refused_connection_is_retried_then_reported():

@@ -44,9 +44,18 @@ struct ShardSample {
 // tried again after a back-off; other HTTP errors (404...) and redirect
 // loops are not.
 struct HttpShardOptions {
-  int attempts = 3;                                   // tries of a failing transfer
-  std::chrono::milliseconds connect_timeout{15000};   // to resolve the host and connect
-  std::chrono::milliseconds stall_timeout{60000};     // at most this long without a byte of the body
+  int attempts = 3;                                  // tries of a failing transfer
+  std::chrono::milliseconds connect_timeout{15000};  // to resolve the host and connect
+  std::chrono::milliseconds stall_timeout{60000};    // at most this long without a byte of the body
+  // A body that comes slower than min_bytes_per_second, over rate_window
+  // of time spent waiting for it (time the reader was busy elsewhere does
+  // not count), fails as a stall does: a server that drips bytes cannot
+  // hold the reader for days. 0: no minimum.
+  std::uint64_t min_bytes_per_second = 16 << 10;
+  std::chrono::milliseconds rate_window{30000};
+  // A transfer ends, failed, after this long in all, however fast it goes
+  // (an endless body). 0: no bound.
+  std::chrono::milliseconds max_transfer_time{3600000};
   std::chrono::milliseconds first_retry_delay{1000};  // the wait after the first failure
   std::chrono::milliseconds max_retry_delay{30000};   // the back-off doubles up to this
   int max_redirects = 10;                             // more is a failure ("too many redirects")
