@@ -19,6 +19,7 @@ struct FakePeers {
   std::map<int, std::uint64_t> received;  // absent: not TCP
   std::set<int> dropped;
   std::set<int> banished;  // dropped for flooding: their addresses refused a while
+  std::set<int> banned;    // connections coming from a banned address
   PeerGuard::Probe probe() {
     return {[this](int fd) -> std::optional<std::uint64_t> {
               auto it = received.find(fd);
@@ -29,7 +30,8 @@ struct FakePeers {
             [this](int fd) {
               CHECK_FALSE(dropped.contains(fd));  // banished while its address can still be read
               banished.insert(fd);
-            }};
+            },
+            [this](int fd) { return banned.contains(fd); }};
   }
 };
 
@@ -190,6 +192,22 @@ TEST_CASE("connections accepted past the bound are dropped as they come, whateve
   PeerGuard receiver(0, servers.probe(), 2);
   for (int fd = 1; fd <= 3; ++fd) receiver.accepted(fd, t0);
   CHECK(servers.dropped == std::set<int>{3});
+}
+
+TEST_CASE("a connection from a banned address is dropped as it comes, before any handshake") {
+  FakePeers peers;
+  PeerGuard guard(kHandshake, peers.probe());
+  const auto t0 = PeerGuard::Clock::now();
+  peers.banned = {7};
+  peers.received[7] = 0;
+  peers.received[8] = 0;
+  guard.accepted(7, t0);
+  guard.accepted(8, t0);
+  CHECK(peers.dropped == std::set<int>{7});
+  // Counted by the bans, not as one of the guard's own drops.
+  for (auto reason : {PeerGuard::Drop::kUnfinished, PeerGuard::Drop::kFlooding, PeerGuard::Drop::kOverLimit}) {
+    CHECK(guard.dropped(reason) == 0);
+  }
 }
 
 TEST_CASE("the bound on peers is half the descriptor limit, at most kMaxPeers") {

@@ -50,6 +50,12 @@ bool AddressBans::refuses(const std::string& address, Clock::time_point now) {
   return true;
 }
 
+bool AddressBans::banned(const std::string& address, Clock::time_point now) const {
+  std::lock_guard lock(mutex_);
+  const auto it = bans_by_address_.find(without_mapping(address));
+  return it != bans_by_address_.end() && now < it->second.until;
+}
+
 std::uint64_t AddressBans::refused() const {
   std::lock_guard lock(mutex_);
   return refused_;

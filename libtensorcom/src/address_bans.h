@@ -1,13 +1,18 @@
 // Internal: addresses refused for a while, shared by a sending socket's
-// PeerGuard (which bans a peer it drops for flooding) and its ZAP handler
-// (which refuses banned addresses inside the handshake).
+// PeerGuard (which bans a peer it drops for flooding, and drops the
+// connections of banned addresses as they come) and its ZAP handler (which
+// leaves their handshakes unanswered).
 //
-// Why in the handshake: a dropped ZeroMQ peer reconnects within its
-// reconnect interval (100 ms by default) and subscribes again, and each drop
-// of a peer with subscriptions costs libzmq a walk over every subscription
-// the socket holds, on the publishing thread. Refusing the reconnection after
-// accept is too late (its handshake and subscriptions are processed before a
-// monitor can act); a ZAP refusal ends it before a subscription is read.
+// Why both: a dropped ZeroMQ peer reconnects within its reconnect interval
+// (100 ms by default) and subscribes again, and each drop of a peer with
+// subscriptions costs libzmq a walk over every subscription the socket
+// holds, on the publishing thread. Dropping the reconnection after accept
+// alone is too late (its handshake and subscriptions may be processed
+// before a monitor can act); a handshake left unanswered reads none of
+// them. Refusing it in the handshake would be final instead: a ZeroMQ peer
+// refused there never reconnects, and an honest one behind a flooder's
+// address would be locked out for good. Dropped, it reconnects, and is
+// served once the ban has ended.
 // Thread-safe.
 #pragma once
 
@@ -41,6 +46,8 @@ class AddressBans {
   void ban(const std::string& address, Clock::time_point now);
   // Whether `address` is refused at `now`; counts the refusal if so.
   [[nodiscard]] bool refuses(const std::string& address, Clock::time_point now);
+  // The same without counting (a refusal already counted elsewhere).
+  [[nodiscard]] bool banned(const std::string& address, Clock::time_point now) const;
   // Connections refused so far.
   [[nodiscard]] std::uint64_t refused() const;
   // Bans so far (an address banned again counts again).

@@ -27,6 +27,13 @@ void PeerGuard::accepted(int fd, Clock::time_point now) {
   // connections past theirs: the peers already served keep their batches.
   const bool over_limit = accepted_open() >= max_peers_;
   open_[fd] = Connection{now};
+  // A banned address's connection goes at once, as a lost one: its peer
+  // reconnects, and is served once the ban ends (address_bans.h).
+  if (probe_.refused && probe_.refused(fd)) {
+    open_[fd].dropped = true;
+    probe_.drop(fd);
+    return;
+  }
   if (over_limit) {
     drop(fd, open_[fd], Drop::kOverLimit);
     return;
@@ -169,7 +176,11 @@ std::size_t peer_limit() {
 
 PeerGuard::Probe tcp_probe(std::shared_ptr<AddressBans> bans) {
   std::function<void(int)> banish;
-  if (bans) banish = [bans](int fd) { bans->ban(peer_address(fd), AddressBans::Clock::now()); };
+  std::function<bool(int)> refused;
+  if (bans) {
+    banish = [bans](int fd) { bans->ban(peer_address(fd), AddressBans::Clock::now()); };
+    refused = [bans](int fd) { return bans->refuses(peer_address(fd), AddressBans::Clock::now()); };
+  }
   return {[](int fd) -> std::optional<std::uint64_t> {
             tcp_info info{};
             socklen_t size = sizeof info;
@@ -178,7 +189,7 @@ PeerGuard::Probe tcp_probe(std::shared_ptr<AddressBans> bans) {
             if (size < offsetof(tcp_info, tcpi_bytes_received) + sizeof info.tcpi_bytes_received) return std::nullopt;
             return info.tcpi_bytes_received;
           },
-          [](int fd) { (void)::shutdown(fd, SHUT_RDWR); }, std::move(banish)};
+          [](int fd) { (void)::shutdown(fd, SHUT_RDWR); }, std::move(banish), std::move(refused)};
 }
 
 }  // namespace tensorcom::detail

@@ -71,6 +71,9 @@ class PeerGuard {
     // Called before a connection is dropped for flooding (may be empty):
     // its address is refused for a while (address_bans.h).
     std::function<void(int fd)> banish;
+    // Whether a connection just accepted comes from a banned address; may
+    // be empty. Such a connection is dropped at once, before its handshake.
+    std::function<bool(int fd)> refused;
   };
 
   // handshake_bytes: kNullHandshakeBytes or kCurveHandshakeBytes; 0 guards

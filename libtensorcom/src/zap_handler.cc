@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <span>
 
 #include "tensorcom/codec/error.h"
 
@@ -27,7 +28,7 @@ std::string z85_of(const std::uint8_t* key) {
 
 ZapHandler::ZapHandler(zmq::context_t& context, const std::optional<std::vector<std::string>>& allowed_z85_keys,
                        std::shared_ptr<AddressBans> bans)
-    : socket_(context, zmq::socket_type::rep), bans_(std::move(bans)) {
+    : socket_(context, zmq::socket_type::router), bans_(std::move(bans)) {
   if (allowed_z85_keys) {
     allowed_.emplace();
     for (const std::string& text : *allowed_z85_keys) {
@@ -74,30 +75,38 @@ void ZapHandler::run() {
   }
 }
 
-// Request: version, request id, domain, address, routing id, mechanism,
-// credentials (CURVE: the client's 32-byte public key). Reply: version,
-// request id, status code, status text, user id, metadata.
-void ZapHandler::answer(std::vector<zmq::message_t>& request) {
+// Request, after the envelope (the pipe's routing id, an empty frame):
+// version, request id, domain, address, routing id, mechanism, credentials
+// (CURVE: the client's 32-byte public key). Reply, after the same envelope:
+// version, request id, status code, status text, user id, metadata.
+void ZapHandler::answer(std::vector<zmq::message_t>& frames) {
+  if (frames.size() < 2 || frames[1].size() != 0) return;  // no envelope: nobody to answer
+  const std::span<zmq::message_t> request(frames.begin() + 2, frames.end());
   const bool well_formed = request.size() >= 6 && text_of(request[0]) == "1.0";
   const bool curve = well_formed && text_of(request[5]) == "CURVE" && request.size() >= 7 && request[6].size() == 32;
   const std::string address = well_formed ? text_of(request[3]) : "?";
+  // A banned flooder gets no answer: its handshake never ends, so nothing
+  // of it is read, and PeerGuard drops its connection as it comes. A
+  // refusal would be final: a ZeroMQ peer refused in its handshake never
+  // reconnects, and an honest peer behind the same address would be locked
+  // out for good; dropped, it reconnects and is served once the ban ends.
+  if (well_formed && bans_ && bans_->banned(address, AddressBans::Clock::now())) return;
   Key key{};
   if (curve) std::memcpy(key.data(), request[6].data(), key.size());
-  // A banned flooder is refused quietly: it retries every reconnect interval.
-  const bool banned = well_formed && bans_ && bans_->refuses(address, AddressBans::Clock::now());
   const bool listed = !allowed_ || (curve && allowed_->count(key) > 0);
-  const bool allowed = well_formed && !banned && listed;
-  if (!allowed && !banned) {
+  const bool allowed = well_formed && listed;
+  if (!allowed) {
     ++refused_;
     note_refusal(curve ? "refused a peer at " + address + ": its CURVE key " + z85_of(key.data()) + " is not allowed"
                        : "refused a peer at " + address + ": not a CURVE client");
   }
-  const char* status = allowed ? "OK" : banned ? "address refused for a while: it flooded" : "key not allowed";
-  std::array<zmq::message_t, 6> reply{
+  std::array<zmq::message_t, 8> reply{
+      std::move(frames[0]),
+      zmq::message_t(),
       zmq::message_t(std::string_view("1.0")),
       zmq::message_t(request.size() > 1 ? request[1].data() : nullptr, request.size() > 1 ? request[1].size() : 0),
       zmq::message_t(std::string_view(allowed ? "200" : "400")),
-      zmq::message_t(std::string_view(status)),
+      zmq::message_t(std::string_view(allowed ? "OK" : "key not allowed")),
       zmq::message_t(allowed && curve ? z85_of(key.data()) : std::string()),
       zmq::message_t()};
   zmq::send_multipart(socket_, reply);

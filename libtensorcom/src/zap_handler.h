@@ -1,5 +1,6 @@
-// Internal: a ZeroMQ authentication (ZAP, RFC 27) handler. It refuses
-// addresses a sending socket banned for flooding (address_bans.h), and, with
+// Internal: a ZeroMQ authentication (ZAP, RFC 27) handler. It leaves
+// unanswered the handshakes of addresses a sending socket banned for
+// flooding (address_bans.h; PeerGuard drops their connections), and, with
 // an allow-list, CURVE clients whose public key is not on it, as CZMQ's
 // zauth does with a certificate folder. One per ZeroMQ context, on a thread
 // of its own; libzmq asks it during every CURVE handshake on that context's
@@ -49,7 +50,7 @@ class ZapHandler {
   static constexpr std::size_t kMaxPendingLines = 16;
 
   void run();
-  void answer(std::vector<zmq::message_t>& request);
+  void answer(std::vector<zmq::message_t>& frames);
   void note_refusal(std::string line);
 
   zmq::socket_t socket_;

@@ -35,7 +35,7 @@ BatchPublisher::~BatchPublisher() = default;
 void BatchPublisher::publish(BatchAssembler& assembler, const std::function<void()>& before_repeating) {
   if (!wait_for_receiver()) return;
   while (auto batch = assembler.next_ready()) {
-    if (batch->labels.dim(0) == 0) refuse_empty(*batch);
+    if (counters_.sent().samples() == 0) give_up_if_hopeless(*batch);
     TensorList list{batch->images, batch->labels};
     const BatchPlace place = batch->place;
     if (options_.metadata) list.push_back(metadata_tensor(metadata_of(*batch)));
@@ -53,15 +53,20 @@ void BatchPublisher::publish(BatchAssembler& assembler, const std::function<void
   }
 }
 
-// A batch none of whose samples, nor any of their neighbours, could be
-// served: the data here is bad through and through (samples that cannot be
-// served are looked past for 65,536 samples). Sending it would hand the
-// trainer a batch of nothing; serving stops instead, saying where.
-void BatchPublisher::refuse_empty(const AssembledBatch& batch) const {
-  throw ArgumentError("epoch " + std::to_string(batch.place.epoch) + ", batch " + std::to_string(batch.place.index) +
-                      ": none of its " + std::to_string(batch.empty_slots) +
-                      " samples could be served, nor any sample near them (see the warnings above): stopping rather "
-                      "than sending an empty batch");
+// Before any sample was served: a stream of nothing but bad samples (those
+// that certainly cannot be served are looked past for 65,536 samples) ends
+// with an error once kHopeless samples, or a whole epoch, gave nothing,
+// rather than batch after batch of nothing. (Past the first sample served,
+// an empty batch is sent, so that the epoch keeps its batch count: a bound
+// on memory can leave a batch of one without a replacement.)
+void BatchPublisher::give_up_if_hopeless(const AssembledBatch& batch) {
+  constexpr std::size_t kHopeless = 1024;
+  nothing_served_ += batch.empty_slots;
+  if (nothing_served_ < kHopeless && !batch.last) return;
+  throw ArgumentError("none of the first " + std::to_string(nothing_served_) + " samples (to epoch " +
+                      std::to_string(batch.place.epoch) + ", batch " + std::to_string(batch.place.index) +
+                      ") could be served, nor any sample near them (see the warnings above): stopping rather than "
+                      "sending batches of nothing");
 }
 
 // A sender that connects queues its batches in ZeroMQ until the receiver

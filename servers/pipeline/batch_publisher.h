@@ -1,8 +1,8 @@
 // The sending end of an image server: takes complete batches from the
 // assembler in stream order, adds their metadata (--meta), and sends each
 // with send_until_stopped (or through a ConfirmedDelivery), counting it and
-// writing a rate line every `report` batches; a batch with no sample at all
-// ends serving with an error instead. With repeat_first_batch, sends the
+// writing a rate line every `report` batches; a stream that serves nothing
+// for 1,024 samples or a whole epoch ends with an error instead. With repeat_first_batch, sends the
 // first batch over and over (the transport alone, the reference's
 // --benchmark).
 #pragma once
@@ -71,7 +71,7 @@ class BatchPublisher {
   bool send_counted(TensorList batch, BatchPlace place);
   bool send_batch(TensorList batch);
   bool wait_for_receiver();
-  [[noreturn]] void refuse_empty(const AssembledBatch& batch) const;
+  void give_up_if_hopeless(const AssembledBatch& batch);
   void forget_confirmed_places();
 
   PublisherOptions options_;
@@ -80,6 +80,7 @@ class BatchPublisher {
   std::function<bool()> stop_requested_;
   std::unique_ptr<ConfirmedDelivery> delivery_;  // when options_.confirm
   std::map<std::uint64_t, BatchPlace> places_;   // of batches perhaps unconfirmed, by sequence
+  std::size_t nothing_served_ = 0;               // samples that came to nothing before any was served
 };
 
 }  // namespace tensorcom::pipeline

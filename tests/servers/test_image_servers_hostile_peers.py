@@ -192,11 +192,35 @@ def test_a_subscription_flood_is_dropped_and_its_memory_given_back(clean_data):
         stopped_after_dropping_flooders(proc)
 
 
+def test_an_honest_peer_at_a_banned_address_is_served_once_the_ban_ends(clean_data):
+    """A flooder at 127.0.0.1 is dropped and its address banned for 10 s; a
+    subscriber that connects from there meanwhile is kept out, not locked
+    out: ZeroMQ never reconnects after a refusal in the handshake, so the
+    ban drops its connections instead, and it gets batches once the ban
+    ends."""
+    with forever_pub_with_an_honest_subscriber(clean_data) as (proc, address, ctx, socks, honest):
+        flood = ctx.socket(zmq.SUB)
+        flood.setsockopt(zmq.LINGER, 0)
+        for i in range(200):
+            flood.setsockopt(zmq.SUBSCRIBE, b"%05d" % i + bytes(3995))
+        flood.connect(address)
+        for _ in honest_keeps_its_batches(honest, 1.5):
+            pass
+        flood.close(linger=0)
+        late = subscriber(ctx, address)
+        socks.append(late)
+        start = time.monotonic()
+        assert batch_index(late, 30) is not None, "the peer that came during the ban never got a batch"
+        waited = time.monotonic() - start
+        assert stopped_after_dropping_flooders(proc) >= 1
+        assert waited < 25, waited
+
+
 def test_many_peers_each_under_the_per_peer_bound_are_bounded_in_all(clean_data):
     """Forty peers, each holding 14 subscriptions of 4000 bytes (56 KB, under
     one peer's 64 KiB): past 1 MiB of subscriptions in all the busiest are
     dropped, and a real subscriber keeps getting batches. A dropped peer
-    reconnects at once; its address is then refused in the handshake for
+    reconnects at once; its address is then kept out (handshake unanswered) for
     10 s, before it can subscribe again: each drop costs ZeroMQ a walk over
     every subscription held on the publishing thread, and reconnections
     subscribing again had made the honest subscriber wait over 5 s under a
