@@ -61,6 +61,7 @@ void BatchPublisher::publish(BatchAssembler& assembler, const std::function<void
 // on memory can leave a batch of one without a replacement.)
 void BatchPublisher::give_up_if_hopeless(const AssembledBatch& batch) {
   constexpr std::size_t kHopeless = 1024;
+  if (batch.labels.dim(0) > 0) return;  // the first samples served
   nothing_served_ += batch.empty_slots;
   if (nothing_served_ < kHopeless && !batch.last) return;
   throw ArgumentError("none of the first " + std::to_string(nothing_served_) + " samples (to epoch " +
