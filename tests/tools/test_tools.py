@@ -758,3 +758,42 @@ def test_tensorshow_mode_imgclass_is_the_grid(tmp_path):
 def test_tensorshow_listens_on_the_references_four_ports_by_default():
     r = run_tool("tensorshow", "--help")
     assert "default URLs zsub://127.0.0.1:{7880..7883}" in r.stdout, r.stdout
+
+
+def test_serve_ten_replays_recorded_batches_without_their_receipt_requests(tmp_path):
+    """Batches recorded from a confirming server ask for receipts to a server
+    long gone; replayed twice, they would be confirmed to nobody and the
+    second pass dropped as copies. serve-ten takes the request out."""
+    import msgpack
+    import zmq
+
+    lists = []
+    for seq in range(2):
+        meta = {"keys": ["k%d" % seq], "shards": ["s"], "server": "gone:1", "seq": seq,
+                "ack": ["tcp:9"], "run": 77, "stream": "0/1"}
+        lists.append(([np.zeros((1, 2, 2, 3), np.uint8), np.array([seq], np.int32),
+                       np.frombuffer(msgpack.packb(meta), np.uint8)], ["", "", "meta"]))
+    path = tmp_path / "recorded.ten"
+    with open(path, "wb") as f:
+        for arrays, infos in lists:
+            f.write(tb.encode_buffer(arrays, infos))
+    ctx = zmq.Context()
+    pull = ctx.socket(zmq.PULL)
+    pull.setsockopt(zmq.LINGER, 0)
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    proc = subprocess.Popen([SERVE_TEN, "-i", str(path), "-g", "3", "--epochs", "2", f"zpush://127.0.0.1:{port}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        with killing(proc):
+            metas = []
+            while len(metas) < 4 and pull.poll(10000):
+                arrays, infos = tb.decode_message(pull.recv_multipart(), with_infos=True)
+                assert infos[-1] == "meta"
+                metas.append(msgpack.unpackb(arrays[-1].tobytes(), raw=False))
+            assert proc.wait(timeout=RUN_TIMEOUT_S) == 0
+    finally:
+        pull.close()
+        ctx.term()
+    assert [m["seq"] for m in metas] == [0, 1, 0, 1]
+    assert all("ack" not in m and "run" not in m for m in metas), metas
+    assert [m["keys"] for m in metas] == [["k0"], ["k1"], ["k0"], ["k1"]]
