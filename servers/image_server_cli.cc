@@ -187,16 +187,6 @@ bool ImageServerCli::parse(int argc, char** argv) {
 
 namespace {
 
-// A count of seconds an option gives, as milliseconds: 0 .. a week.
-Milliseconds seconds_option(const char* name, double seconds) {
-  constexpr double kWeek = 7 * 24 * 3600.0;
-  if (!(seconds >= 0 && seconds <= kWeek)) {
-    throw ArgumentError(std::string(name) + " " + std::to_string(seconds) + ": expected 0 to " +
-                        std::to_string(static_cast<int>(kWeek)) + " seconds");
-  }
-  return Milliseconds(static_cast<std::int64_t>(seconds * 1000));
-}
-
 // A seed no other server process is likely to draw.
 std::uint64_t draw_seed() {
   std::random_device device;
@@ -257,8 +247,8 @@ void ImageServerCli::finish_connection() {
   c.linger = Milliseconds(linger_ms_);
   c.curve = programs::curve_security(curve_);
   server.unconfirmed = vars_.count("unconfirmed") > 0;
-  server.delivery_timeout = seconds_option("--delivery-timeout", delivery_timeout_s_);
-  server.wait_for_receiver = seconds_option("--wait-for-receiver", wait_for_receiver_s_);
+  server.delivery_timeout = programs::seconds_option("--delivery-timeout", delivery_timeout_s_);
+  server.wait_for_receiver = programs::seconds_option("--wait-for-receiver", wait_for_receiver_s_);
 }
 
 void ImageServerCli::finish_augment() {

@@ -33,9 +33,9 @@ struct ServeTenOptions {
   std::uint64_t report = 0;            // report line every N batches (0: never)
   std::size_t group = kInferListLength;
   ConnectionOptions connection;
-  std::string metrics_address;       // HOST:PORT for Prometheus metrics (empty: none)
-  double metrics_hold_s = 0;         // seconds to keep answering scrapes at the end
-  double wait_for_receiver_s = 120;  // zpush: before the first list (0: no wait)
+  std::string metrics_address;             // HOST:PORT for Prometheus metrics (empty: none)
+  double metrics_hold_s = 0;               // seconds to keep answering scrapes at the end
+  Milliseconds wait_for_receiver{120000};  // zpush: before the first list (0: no wait)
 };
 
 // The input files, brace-expanded, and how many lists they hold.
@@ -124,19 +124,12 @@ TensorList without_receipt(const TensorList& list) {
   return out;
 }
 
-// A sender that connects queues what it sends until its receiver is there;
-// one that never comes would take the queue with it at exit.
-void wait_for_receiver(Connection& connection, double seconds) {
-  const auto& endpoints = connection.endpoints();
-  const bool connects = std::any_of(endpoints.begin(), endpoints.end(),
-                                    [](const Endpoint& e) { return e.kind == SocketKind::kPush && !e.bind; });
-  if (seconds <= 0 || !connects || connections(connection).open > 0) return;
-  std::cout << "serve-ten: waiting up to " << seconds << " s for a receiver at " << connection.describe() << std::endl;
-  if (!wait_for_peer(connection, Milliseconds(static_cast<std::int64_t>(seconds * 1000)), programs::stop_requested) &&
-      !programs::stop_requested()) {
-    throw TransportError("no receiver came to " + connection.describe() + " within " + std::to_string(seconds) +
-                         " s (--wait-for-receiver): nothing was sent");
-  }
+// Throws if no receiver came in time.
+void await_receiver(Connection& connection, Milliseconds wait) {
+  const auto say = [](std::string_view line) { std::cout << "serve-ten: " << line << std::endl; };
+  if (wait_for_receiver(connection, wait, programs::stop_requested, say) || programs::stop_requested()) return;
+  throw TransportError("no receiver came to " + connection.describe() + " within " +
+                       std::to_string(wait.count() / 1000) + " s (--wait-for-receiver): nothing was sent");
 }
 
 // Sends lists at the paced rate, counting them and printing report lines.
@@ -197,7 +190,7 @@ int serve(const ServeTenOptions& options) {
     std::cout << "serve-ten: metrics: " << metrics_server->url() << std::endl;
   }
 
-  wait_for_receiver(connection, options.wait_for_receiver_s);
+  await_receiver(connection, options.wait_for_receiver);
   ListSender sender(connection, metrics, options);
   for (std::uint64_t epoch = 0; (options.epochs == 0 || epoch < options.epochs) && !programs::stop_requested();
        ++epoch) {
@@ -217,6 +210,7 @@ int main(int argc, char** argv) {
   return programs::program_main("serve-ten", [&]() -> int {
     ServeTenOptions o;
     std::int64_t linger_ms = 10000;
+    double wait_for_receiver_s = 120;
     po::options_description options(std::string("serve-ten [options] [ADDRESS...] (default ") +
                                     programs::kDefaultServeUrl + ")");
     options.add_options()("help,h", "show this help")("input,i", po::value(&o.inputs)->required(),
@@ -235,7 +229,7 @@ int main(int argc, char** argv) {
         "ms to wait at exit for queued batches to be delivered (-1: forever; after a stop signal: PUB none, PUSH at "
         "most 1000)")("metrics", po::value(&o.metrics_address),
                       "serve Prometheus metrics on HOST:PORT (port 0: any; default: none)")(
-        "wait-for-receiver", po::value(&o.wait_for_receiver_s)->default_value(o.wait_for_receiver_s),
+        "wait-for-receiver", po::value(&wait_for_receiver_s)->default_value(wait_for_receiver_s),
         "PUSH that connects (zpush://): seconds to wait for a receiver before the first list, then fail (0: do "
         "not wait)")("metrics-hold", po::value(&o.metrics_hold_s)->default_value(0),
                      "seconds to keep answering scrapes after serving ends")("address", po::value(&o.addresses),
@@ -252,10 +246,7 @@ int main(int argc, char** argv) {
       throw ArgumentError("--rate " + std::to_string(o.rate) +
                           ": expected a finite number of batches per second, 0 for no limit");
     }
-    if (!(o.wait_for_receiver_s >= 0 && o.wait_for_receiver_s <= 7 * 24 * 3600.0)) {
-      throw ArgumentError("--wait-for-receiver " + std::to_string(o.wait_for_receiver_s) +
-                          ": expected 0 to 604800 seconds");
-    }
+    o.wait_for_receiver = programs::seconds_option("--wait-for-receiver", wait_for_receiver_s);
     if (o.addresses.empty()) o.addresses = {programs::kDefaultServeUrl};
     if (vars.count("single")) o.connection.framing = Framing::kSingleBuffer;
     o.connection.linger = Milliseconds(linger_ms);

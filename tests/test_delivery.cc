@@ -245,6 +245,9 @@ TEST_CASE("confirmed delivery") {
     const auto other_run = detail::encode_receipt(delivery.receipt().run + 1, both);
     forger.send(zmq::buffer(other_run.data(), other_run.size()));
     forger.send(zmq::str_buffer("not a receipt"));
+    // Larger than any receipt: ZeroMQ refuses it before allocating it.
+    const std::vector<std::byte> huge(std::size_t{1} << 20);
+    forger.send(zmq::buffer(huge.data(), huge.size()));
     CHECK(delivery.settle(500ms, {}) == 2);
     CHECK(delivery.counts().bad_receipts == 2);
   }

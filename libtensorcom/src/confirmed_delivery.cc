@@ -227,11 +227,9 @@ class ConfirmedDelivery::Impl {
   bool resend_due(const StoppableSend& how) {
     const auto now = Clock::now();
     const std::uint64_t lost = connections(data_).lost;
-    for (auto& [sequence, kept] : kept_) {
-      if (kept.lost_at_send < lost && !kept.suspect_since) kept.suspect_since = now;
-    }
     const Clock::duration grace = resend_grace();
     for (auto& [sequence, kept] : kept_) {
+      if (kept.lost_at_send < lost && !kept.suspect_since) kept.suspect_since = now;
       if (!kept.suspect_since || now - *kept.suspect_since < grace) continue;
       if (!send_until_stopped(data_, kept.batch, how)) return false;
       kept.sent_at = Clock::now();

@@ -178,10 +178,10 @@ class Connection::Impl {
       if (!wait_readable_counting_blocked(deadline)) return std::nullopt;
       auto frames = receive_frames();
       if (!frames) continue;
-      const std::string peer = peer_address(frames->front());
+      zmq::message_t& first = frames->front();  // alive as long as the batch's views
       if (auto batch = decode(std::move(frames))) {
         // A copy of a batch taken before (its sender re-sent it) is dropped.
-        if (receipts_ && !receipts_->take(*batch, peer)) continue;
+        if (receipts_ && !receipts_->take(*batch, [&first] { return peer_address(first); })) continue;
         return batch;
       }
     }

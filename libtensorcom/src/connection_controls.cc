@@ -3,7 +3,9 @@
 // connection.cc, beside the state it reads).
 #include "tensorcom/transport/connection_controls.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <string>
 #include <chrono>
 #include <thread>
 
@@ -73,6 +75,26 @@ bool wait_for_peer(Connection& connection, Milliseconds timeout, const std::func
     std::this_thread::sleep_for(kSlice);
   }
   return true;
+}
+
+bool wait_for_receiver(Connection& connection, Milliseconds wait, const std::function<bool()>& stop_requested,
+                       const std::function<void(std::string_view)>& say) {
+  const auto& endpoints = connection.endpoints();
+  const bool connects = std::any_of(endpoints.begin(), endpoints.end(),
+                                    [](const Endpoint& e) { return e.kind == SocketKind::kPush && !e.bind; });
+  if (wait.count() <= 0 || !connects || connections(connection).open > 0) return true;
+  const auto tell = [&](const std::string& line) {
+    if (say) say(line);
+  };
+  tell("waiting up to " + std::to_string(wait.count() / 1000) + " s for a receiver at " + connection.describe());
+  constexpr Milliseconds kTellEvery{10000};
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (wait_for_peer(connection, std::min(left, kTellEvery), stop_requested)) return true;
+    if ((stop_requested && stop_requested()) || std::chrono::steady_clock::now() >= deadline) return false;
+    tell("still waiting for a receiver at " + connection.describe());
+  }
 }
 
 }  // namespace tensorcom

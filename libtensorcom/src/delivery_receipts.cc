@@ -24,7 +24,7 @@ std::string printable(std::string_view text) {
 DeliveryReceipts::DeliveryReceipts(zmq::context_t& context, std::function<void(std::string_view)> log)
     : context_(context), log_(std::move(log)) {}
 
-bool DeliveryReceipts::take(std::span<const Tensor> batch, std::string_view peer_address) {
+bool DeliveryReceipts::take(std::span<const Tensor> batch, const std::function<std::string()>& peer_address) {
   if (batch.empty() || batch.back().info() != kMetadataInfo) return true;
   std::optional<BatchMetadata> metadata;
   try {
@@ -37,7 +37,7 @@ bool DeliveryReceipts::take(std::span<const Tensor> batch, std::string_view peer
   if (!metadata->receipt) return true;
   const bool first = first_time(metadata->receipt->run, metadata->sequence);
   // A copy is confirmed too: its sender stops sending it again.
-  confirm(*metadata->receipt, metadata->sequence, peer_address);
+  confirm(*metadata->receipt, metadata->sequence, peer_address());
   if (!first) ++duplicates_;
   return first;
 }
@@ -61,7 +61,8 @@ bool DeliveryReceipts::first_time(std::uint64_t run, std::uint64_t sequence) {
   return true;
 }
 
-void DeliveryReceipts::confirm(const DeliveryReceipt& receipt, std::uint64_t sequence, std::string_view peer_address) {
+void DeliveryReceipts::confirm(const DeliveryReceipt& receipt, std::uint64_t sequence,
+                               const std::string& peer_address) {
   zmq::socket_t* socket = receipt_socket(receipt, peer_address);
   if (!socket) return;
   const std::uint64_t sequences[] = {sequence};

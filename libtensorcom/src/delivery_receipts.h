@@ -42,10 +42,11 @@ class DeliveryReceipts {
   DeliveryReceipts(zmq::context_t& context, std::function<void(std::string_view)> log);
 
   // Looks at a received batch's metadata: sends its receipt if it asks for
-  // one and remembers it. peer_address: ZeroMQ's "Peer-Address" of the
-  // message (empty when none). Returns false for a copy of a batch this
-  // receiver took before: the caller drops it.
-  bool take(std::span<const Tensor> batch, std::string_view peer_address);
+  // one and remembers it. peer_address: the IP address the message came
+  // from (empty when none), asked for only when a receipt goes out.
+  // Returns false for a copy of a batch this receiver took before: the
+  // caller drops it.
+  bool take(std::span<const Tensor> batch, const std::function<std::string()>& peer_address);
 
   // Copies dropped so far.
   [[nodiscard]] std::uint64_t duplicates() const noexcept { return duplicates_; }
@@ -67,7 +68,7 @@ class DeliveryReceipts {
   };
 
   bool first_time(std::uint64_t run, std::uint64_t sequence);
-  void confirm(const DeliveryReceipt& receipt, std::uint64_t sequence, std::string_view peer_address);
+  void confirm(const DeliveryReceipt& receipt, std::uint64_t sequence, const std::string& peer_address);
   zmq::socket_t* receipt_socket(const DeliveryReceipt& receipt, std::string_view peer_address);
   void watch_stream(const BatchMetadata& metadata);
   void say_once(bool& said, const std::string& line);

@@ -13,12 +13,6 @@ namespace {
 // The places of unconfirmed batches a failed delivery names.
 constexpr std::size_t kPlacesNamed = 8;
 
-bool connects_to_receivers(const Connection& connection) {
-  const auto& endpoints = connection.endpoints();
-  return std::any_of(endpoints.begin(), endpoints.end(),
-                     [](const Endpoint& e) { return e.kind == SocketKind::kPush && !e.bind; });
-}
-
 }  // namespace
 
 BatchPublisher::BatchPublisher(PublisherOptions options, Connection& connection, ServerCounters& counters,
@@ -70,27 +64,14 @@ void BatchPublisher::give_up_if_hopeless(const AssembledBatch& batch) {
                       "sending batches of nothing");
 }
 
-// A sender that connects queues its batches in ZeroMQ until the receiver
-// is there; one that never comes would take them with it at exit. False
-// if a stop came first; throws if the wait ran out.
+// False if a stop came first; throws if no receiver came in time.
 bool BatchPublisher::wait_for_receiver() {
   const Milliseconds wait = options_.wait_for_receiver;
-  if (wait.count() <= 0 || !connects_to_receivers(connection_) || connections(connection_).open > 0) return true;
-  counters_.log().info("waiting up to " + std::to_string(wait.count() / 1000) + " s for a receiver at " +
-                       connection_.describe());
-  const auto deadline = std::chrono::steady_clock::now() + wait;
-  for (;;) {
-    const auto left = std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (wait_for_peer(connection_, std::min<Milliseconds>(left, std::chrono::seconds(10)), stop_requested_)) {
-      return true;
-    }
-    if (stop_requested_ && stop_requested_()) return false;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      throw TransportError("no receiver came to " + connection_.describe() + " within " +
-                           std::to_string(wait.count() / 1000) + " s (--wait-for-receiver): nothing was sent");
-    }
-    counters_.log().info("still waiting for a receiver at " + connection_.describe());
-  }
+  const auto say = [this](std::string_view line) { counters_.log().info(line); };
+  if (tensorcom::wait_for_receiver(connection_, wait, stop_requested_, say)) return true;
+  if (stop_requested_ && stop_requested_()) return false;
+  throw TransportError("no receiver came to " + connection_.describe() + " within " +
+                       std::to_string(wait.count() / 1000) + " s (--wait-for-receiver): nothing was sent");
 }
 
 // Sends the batch and counts it; false when serving ends.

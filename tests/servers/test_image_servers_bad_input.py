@@ -235,3 +235,22 @@ def test_a_stream_of_nothing_but_bad_samples_ends_with_an_error(root, rundir):
     assert re.search(r"none of the first 40 samples \(to epoch 0, batch 4\) could be served, nor any sample near",
                      r.err), r.err
     assert len(r.err.splitlines()) <= 10, r.err
+
+
+@pytest.mark.parametrize("flag", ["--delivery-timeout", "--wait-for-receiver"])
+@pytest.mark.parametrize("value", ["-1", "nan", "1e9", "inf"])
+def test_delivery_waits_out_of_range_are_refused_naming_the_flag(clean_data, flag, value):
+    rc, out, err = h.run_plain(["-u", clean_data[0][0], "--epochs", "1", flag, value, "zpush+ipc:///tmp/tcs-nothing"])
+    assert rc == 1, (rc, out, err)
+    assert flag + " " in err and "expected 0 to 604800 seconds" in err, err
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "1e9"])
+def test_serve_ten_refuses_a_receiver_wait_out_of_range(tmp_path, value):
+    serve_ten = os.path.join(h.BUILD_DIR, "servers", "serve-ten")
+    path = tmp_path / "x.ten"
+    path.write_bytes(h.tb.encode_buffer([np.zeros(4, np.uint8)]))
+    proc = subprocess.run([serve_ten, "-i", str(path), "--wait-for-receiver", value, "zpush+ipc:///tmp/tcs-nothing"],
+                          capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1, proc
+    assert "--wait-for-receiver " in proc.stderr and "expected 0 to 604800 seconds" in proc.stderr, proc.stderr

@@ -70,6 +70,19 @@ class Trainer:
         self.pull.close(linger=0)
 
 
+def close_all(proc, ctx, *trainers):
+    """Ends the server if it still runs (continued first, should it be
+    stopped), then closes the trainers and the context."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGCONT)
+        proc.kill()
+        proc.wait(timeout=10)
+    for trainer in trainers:
+        if trainer:
+            trainer.close()
+    ctx.term()
+
+
 def finished(proc, timeout=DEADLINE_S):
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out, err
@@ -101,11 +114,7 @@ def test_a_server_started_before_its_trainer_binds_delivers_every_batch(clean_da
         assert_exactly_once(trainer.taken, 10)
         assert confirmed(out)[:2] == (10, 10)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        if trainer:
-            trainer.close()
-        ctx.term()
+        close_all(proc, ctx, trainer)
 
 
 def test_no_receiver_fails_naming_what_was_not_delivered(clean_data, rundir):
@@ -155,12 +164,7 @@ def test_a_stalled_server_whose_connection_was_dropped_sends_again(clean_data):
         assert (taken, sent) == (60, 60)
         assert again > 0, "nothing was lost with the connection: the test proves nothing"
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.kill()
-        if trainer:
-            trainer.close()
-        ctx.term()
+        close_all(proc, ctx, trainer)
 
 
 def test_a_receiver_that_goes_with_batches_queued_loses_none(clean_data, rundir):
@@ -185,9 +189,7 @@ def test_a_receiver_that_goes_with_batches_queued_loses_none(clean_data, rundir)
         assert_exactly_once(taken, 20)
         assert confirmed(out)[2] > 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        ctx.term()
+        close_all(proc, ctx)
 
 
 def test_exit_with_a_slow_receiver_waits_for_its_receipts(clean_data, rundir):
@@ -204,10 +206,7 @@ def test_exit_with_a_slow_receiver_waits_for_its_receipts(clean_data, rundir):
         assert rc == 0, (out, err)
         assert_exactly_once(trainer.taken, 10)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        trainer.close()
-        ctx.term()
+        close_all(proc, ctx, trainer)
 
 
 def finish_a_pull_handshake(connection):
@@ -250,11 +249,7 @@ def test_descriptor_exhaustion_of_the_data_port_loses_nothing(clean_data):
     finally:
         for c in held:
             c.close()
-        if proc.poll() is None:
-            proc.kill()
-        if trainer:
-            trainer.close()
-        ctx.term()
+        close_all(proc, ctx, trainer)
 
 
 def test_servers_started_alike_without_a_seed_make_different_streams(clean_data, rundir):

@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string_view>
 
 #include "tensorcom/transport/connection.h"
 
@@ -67,6 +68,14 @@ struct ConnectionCount {
 // Senders: waits until some connection is open, at most `timeout`, polling
 // stop_requested (may be empty) every 50 ms. Returns: whether one is open.
 bool wait_for_peer(Connection& connection, Milliseconds timeout, const std::function<bool()>& stop_requested);
+// A PUSH that connects queues what it sends until its receiver is there,
+// and one that never comes takes the queue with it at exit: such a sender
+// waits for a receiver before its first batch, at most `wait`, telling
+// `say` (may be empty) when it starts and every 10 s. Other senders, and a
+// wait of 0, return at once. Returns: whether a receiver (or none needed)
+// is there; false when the wait ran out or a stop came.
+bool wait_for_receiver(Connection& connection, Milliseconds wait, const std::function<bool()>& stop_requested,
+                       const std::function<void(std::string_view)>& say);
 
 // PUB: waits at most timeout (none: forever) until some peer is subscribed.
 // Returns: whether one is; true at once for other kinds. Throws

@@ -6,6 +6,7 @@
 
 #include <boost/program_options.hpp>
 
+#include <chrono>
 #include <exception>
 #include <iostream>
 #include <span>
@@ -21,6 +22,11 @@ inline constexpr const char* kDefaultReceiveUrl = "zsub://127.0.0.1:7880";
 
 // Exit statuses beyond 0, 1 (error) and 2 (usage).
 inline constexpr int kExitInterrupted = 130;  // SIGINT or SIGTERM, as a shell reports it
+
+// The seconds an option gives (name, as "--delivery-timeout", for the
+// message), as milliseconds. Throws ArgumentError naming the option unless
+// 0 <= seconds <= a week.
+[[nodiscard]] std::chrono::milliseconds seconds_option(const char* name, double seconds);
 
 // Raises the soft limit on open files to the hard one (a common soft limit
 // is 1024): peers holding connections open must not leave the program
