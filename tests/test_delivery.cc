@@ -279,18 +279,20 @@ TEST_CASE("confirmed delivery") {
   }
 }
 
+// Batch `id` of stream 0/1 (one fingerprint), as `server` sends it.
+TensorList stream_batch(std::int32_t id, const std::string& server) {
+  TensorList batch = make_batch(id);
+  BatchMetadata m;
+  m.server = server;
+  m.place = StreamPlace{"0/1", "00112233445566aa", 0, static_cast<std::uint64_t>(id), std::nullopt, false};
+  batch.push_back(metadata_tensor(m));
+  return batch;
+}
+
 TEST_CASE("one stream from two servers at once is said once") {
   TempDir dir;
   std::vector<std::string> log;
   Connection pull({ipc(dir, "zpull")}, receiving(&log));
-  auto stream_batch = [](std::int32_t id, const std::string& server) {
-    TensorList batch = make_batch(id);
-    BatchMetadata m;
-    m.server = server;
-    m.place = StreamPlace{"0/1", "00112233445566aa", 0, static_cast<std::uint64_t>(id), std::nullopt, false};
-    batch.push_back(metadata_tensor(m));
-    return batch;
-  };
   SUBCASE("a server that replaced another is no duplicate") {
     Connection a({ipc(dir, "zpush")});
     a.send(stream_batch(0, "host:1"));
@@ -310,4 +312,34 @@ TEST_CASE("one stream from two servers at once is said once") {
     CHECK(log[0].find("host:1") != std::string::npos);
     CHECK(log[0].find("host:2") != std::string::npos);
   }
+}
+
+TEST_CASE("a strict receiver refuses one stream from two servers, and every batch after") {
+  TempDir dir;
+  std::vector<std::string> log;
+  ConnectionOptions strict = receiving(&log);
+  strict.refuse_duplicate_streams = true;
+  Connection pull({ipc(dir, "zpull")}, strict);
+  Connection a({ipc(dir, "zpush")});
+  a.send(stream_batch(0, "host:1"));
+  a.send(stream_batch(1, "host:2"));
+  a.send(stream_batch(2, "host:1"));
+  a.send(stream_batch(3, "host:2"));
+  // Until host:1 sends again, host:2 may have replaced it (a restart).
+  for (std::int32_t id : {0, 1}) {
+    auto batch = pull.recv(5000ms);
+    REQUIRE(batch);
+    CHECK(id_of(*batch) == id);
+  }
+  try {
+    (void)pull.recv(5000ms);
+    FAIL("a batch of the stream from two servers was taken");
+  } catch (const TransportError& e) {
+    const std::string what = e.what();
+    CHECK(what.find("refusing batches: the same stream '0/1'") != std::string::npos);
+    CHECK(what.find("host:1") != std::string::npos);
+    CHECK(what.find("host:2") != std::string::npos);
+  }
+  CHECK_THROWS_AS((void)pull.recv(5000ms), TransportError);  // and the batch after
+  CHECK(log.empty());
 }

@@ -189,10 +189,12 @@ int run_record(const std::vector<std::string>& argv) {
   options.add_options()("help,h", "show this help")("count,n", po::value<std::uint64_t>()->required(),
                                                     "batches to record")(
       "output,o", po::value<std::string>()->required(), "output .ten file")(
-      "timeout,t", po::value<double>()->default_value(30), "seconds to wait for each batch before giving up");
+      "timeout,t", po::value<double>()->default_value(30), "seconds to wait for each batch before giving up")(
+      "strict", "fail when one stream (--meta) comes from two servers at once, instead of warning");
   Parsed p = parse(options, argv);
   if (p.vars.count("help") || p.args.empty()) return programs::print_usage(options, p.vars.count("help"));
   ConnectionOptions connection_options;
+  connection_options.refuse_duplicate_streams = p.vars.count("strict") > 0;
   connection_options.timeout = Milliseconds(static_cast<std::int64_t>(p.vars["timeout"].as<double>() * 1000));
   connection_options.total = static_cast<std::int64_t>(p.vars["count"].as<std::uint64_t>());
   const std::string output = p.vars["output"].as<std::string>();

@@ -163,7 +163,7 @@ std::unique_ptr<PyConnection> make_connection(const std::vector<std::string>& ur
                                               std::int64_t max_message_size, std::size_t stats_horizon,
                                               bool expand_braces, std::optional<std::string> curve_secret,
                                               std::optional<std::string> curve_server,
-                                              std::optional<std::string> curve_allow) {
+                                              std::optional<std::string> curve_allow, bool refuse_duplicate_streams) {
   if (urls.empty()) throw UrlError("a connection needs at least one URL");
   ConnectionOptions options;
   options.framing = multipart ? Framing::kMultipart : Framing::kSingleBuffer;
@@ -182,6 +182,7 @@ std::unique_ptr<PyConnection> make_connection(const std::vector<std::string>& ur
   options.max_message_size = max_message_size;
   options.stats_horizon = stats_horizon;
   options.expand_braces = expand_braces;
+  options.refuse_duplicate_streams = refuse_duplicate_streams;
   options.curve = read_curve_security({curve_secret.value_or(""), curve_server.value_or(""), curve_allow.value_or("")});
   return std::make_unique<PyConnection>(urls, std::move(options));
 }
@@ -307,6 +308,7 @@ py::dict connection_defaults() {
   d["max_message_size"] = o.max_message_size;
   d["stats_horizon"] = o.stats_horizon;
   d["expand_braces"] = o.expand_braces;
+  d["refuse_duplicate_streams"] = o.refuse_duplicate_streams;
   return d;
 }
 
@@ -321,7 +323,8 @@ void bind_connection(py::module_& m) {
            py::arg("epoch"), py::arg("total"), py::arg("topic"), py::arg("send_hwm"), py::arg("recv_hwm"),
            py::arg("queue_bytes"), py::arg("heartbeat"), py::arg("heartbeat_timeout"), py::arg("reconnect"),
            py::arg("reconnect_max"), py::arg("linger"), py::arg("max_message_size"), py::arg("stats_horizon"),
-           py::arg("expand_braces"), py::arg("curve_secret"), py::arg("curve_server"), py::arg("curve_allow"))
+           py::arg("expand_braces"), py::arg("curve_secret"), py::arg("curve_server"), py::arg("curve_allow"),
+           py::arg("refuse_duplicate_streams"))
       .def(
           "recv",
           [](PyConnection& self, std::optional<double> timeout) -> py::object {

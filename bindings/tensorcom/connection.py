@@ -294,6 +294,10 @@ class Connection:
                  as ConnectionOptions in connection.h (durations in seconds)
     curve_secret, curve_server, curve_allow
                  CURVE security (docs/security.md)
+    refuse_duplicate_streams
+                 one stream (--meta) coming from two servers at once raises
+                 tensorcom.TransportError, naming both, for that batch and
+                 every one after, instead of a warning (docs/deploy.md)
 
     Resuming: batches from servers started with --meta are
     tracked as they are handed out (recv, iteration, iter_epoch);
@@ -319,7 +323,8 @@ class Connection:
                  reconnect: float = _DEFAULTS["reconnect"], reconnect_max: float = _DEFAULTS["reconnect_max"],
                  linger: float = _DEFAULTS["linger"], max_message_size: int = _DEFAULTS["max_message_size"],
                  curve_secret: Optional[Path] = None, curve_server: Optional[Path] = None,
-                 curve_allow: Optional[Path] = None) -> None:
+                 curve_allow: Optional[Path] = None,
+                 refuse_duplicate_streams: bool = _DEFAULTS["refuse_duplicate_streams"]) -> None:
         if device is not None and converters is not None:
             raise ArgumentError("give converters or device, not both")
         self.epoch = epoch
@@ -345,7 +350,8 @@ class Connection:
                              heartbeat_timeout=heartbeat_timeout, reconnect=reconnect, reconnect_max=reconnect_max,
                              linger=linger, max_message_size=max_message_size, stats_horizon=stats_horizon,
                              expand_braces=not noexpand, curve_secret=_path_or_none(curve_secret),
-                             curve_server=_path_or_none(curve_server), curve_allow=_path_or_none(curve_allow))
+                             curve_server=_path_or_none(curve_server), curve_allow=_path_or_none(curve_allow),
+                             refuse_duplicate_streams=refuse_duplicate_streams)
         self._c: Any = None  # the C++ connection (tensorcom._tensorcom._Connection)
         self._socket: Optional[ConnectionSocket] = None
         self._stats = Statistics(stats_horizon)  # until connected

@@ -106,8 +106,10 @@ class Connection::Impl {
     } catch (const zmq::error_t& e) {
       throw_transport("cannot create a " + std::string(socket_kind_name(kind)) + " socket", e);
     }
-    if (receives() && options_.confirm_delivery) {
-      receipts_ = std::make_unique<detail::DeliveryReceipts>(context_, [this](std::string_view line) { log(line); });
+    if (receives() && (options_.confirm_delivery || options_.refuse_duplicate_streams)) {
+      receipts_ = std::make_unique<detail::DeliveryReceipts>(
+          context_, detail::DeliveryReceipts::Policy{options_.confirm_delivery, options_.refuse_duplicate_streams},
+          [this](std::string_view line) { log(line); });
     }
     // Senders watch for peers (see close()); ipc connections need tuning.
     if (!receives() || uses_ipc()) start_monitor();

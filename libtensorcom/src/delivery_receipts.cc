@@ -21,8 +21,8 @@ std::string printable(std::string_view text) {
 
 }  // namespace
 
-DeliveryReceipts::DeliveryReceipts(zmq::context_t& context, std::function<void(std::string_view)> log)
-    : context_(context), log_(std::move(log)) {}
+DeliveryReceipts::DeliveryReceipts(zmq::context_t& context, Policy policy, std::function<void(std::string_view)> log)
+    : context_(context), policy_(policy), log_(std::move(log)) {}
 
 bool DeliveryReceipts::take(std::span<const Tensor> batch, const std::function<std::string()>& peer_address) {
   if (batch.empty() || batch.back().info() != kMetadataInfo) return true;
@@ -34,7 +34,8 @@ bool DeliveryReceipts::take(std::span<const Tensor> batch, const std::function<s
   }
   if (!metadata) return true;
   watch_stream(*metadata);
-  if (!metadata->receipt) return true;
+  if (refusal_) throw TransportError(*refusal_);
+  if (!policy_.confirm || !metadata->receipt) return true;
   const bool first = first_time(metadata->receipt->run, metadata->sequence);
   // A copy is confirmed too: its sender stops sending it again.
   confirm(*metadata->receipt, metadata->sequence, peer_address());
@@ -146,9 +147,15 @@ void DeliveryReceipts::watch_stream(const BatchMetadata& metadata) {
   for (const StreamSource& other : sources) {
     if (other.id == self->id || other.last_seen < self->first_seen) continue;
     if (!duplicate_streams_said_.insert(key).second) return;
-    log_("tensorcom: the same stream '" + printable(place.stream) + "' (fingerprint " + printable(place.fingerprint) +
-         ") comes from two servers, " + printable(other.id) + " and " + printable(self->id) +
-         ": they make the same batches (give each its own --seed, or --rank and --world)");
+    const std::string what = "the same stream '" + printable(place.stream) + "' (fingerprint " +
+                             printable(place.fingerprint) + ") comes from two servers, " + printable(other.id) +
+                             " and " + printable(self->id) +
+                             ": they make the same batches (give each its own --seed, or --rank and --world)";
+    if (policy_.refuse_duplicates) {
+      refusal_ = "refusing batches: " + what;
+    } else {
+      log_("tensorcom: " + what);
+    }
     return;
   }
 }

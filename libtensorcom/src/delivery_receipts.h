@@ -3,7 +3,9 @@
 // sends a receipt to the sender's receipt socket and drops copies of a
 // batch already taken (a sender re-sends what a lost connection may have
 // dropped). It also notices one stream coming from two servers (same name
-// and fingerprint: the same batches twice) and warns once.
+// and fingerprint: the same batches twice) and warns once, or, asked to be
+// strict, refuses every batch from then on (a training run fed the same
+// batches twice is better stopped than finished).
 //
 // Bounded against a hostile sender: at most kMaxSenders receipt sockets
 // (further senders get no receipts, said once), at most kMaxRuns runs and
@@ -38,14 +40,20 @@ class DeliveryReceipts {
   static constexpr std::size_t kRememberedPerRun = 1 << 16;
   static constexpr std::size_t kMaxStreams = 1024;
 
+  struct Policy {
+    bool confirm = true;             // send receipts and drop copies
+    bool refuse_duplicates = false;  // a stream from two servers: throw, not warn
+  };
+
   // context: the receiving socket's; log: where the one-time warnings go.
-  DeliveryReceipts(zmq::context_t& context, std::function<void(std::string_view)> log);
+  DeliveryReceipts(zmq::context_t& context, Policy policy, std::function<void(std::string_view)> log);
 
   // Looks at a received batch's metadata: sends its receipt if it asks for
   // one and remembers it. peer_address: the IP address the message came
   // from (empty when none), asked for only when a receipt goes out.
   // Returns false for a copy of a batch this receiver took before: the
-  // caller drops it.
+  // caller drops it. Throws TransportError, with the strict policy, from
+  // the first batch of a stream seen coming from two servers on.
   bool take(std::span<const Tensor> batch, const std::function<std::string()>& peer_address);
 
   // Copies dropped so far.
@@ -74,7 +82,9 @@ class DeliveryReceipts {
   void say_once(bool& said, const std::string& line);
 
   zmq::context_t& context_;
+  Policy policy_;
   std::function<void(std::string_view)> log_;
+  std::optional<std::string> refusal_;            // strict: why every batch is refused
   std::map<std::string, zmq::socket_t> sockets_;  // by endpoint
   std::map<std::uint64_t, Run> runs_;
   std::map<std::string, std::vector<StreamSource>> streams_;  // by name and fingerprint

@@ -268,3 +268,24 @@ def test_servers_started_alike_without_a_seed_make_different_streams(clean_data,
     assert [m["keys"] for m in again.metas] == [m["keys"] for m in runs[0].metas]
     assert [m["crops"] for m in again.metas] == [m["crops"] for m in runs[0].metas]
     assert "drawn" not in again.out
+
+
+def test_a_strict_trainer_refuses_one_stream_from_two_servers(clean_data, rundir):
+    """Two servers given the same --seed make the same batches: tensormon
+    --strict fails naming both instead of taking every batch twice."""
+    url = f"ipc://{rundir}/d"
+    monitor = subprocess.Popen([os.path.join(h.BUILD_DIR, "tools", "tensormon"), "--strict", "-r", "1", "-t", "20",
+                                "--timeout-exit", "zpull+" + url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, text=True)
+    servers = [server(one_shard(clean_data) + ["--epochs", "0"], "zpush+" + url) for _ in range(2)]
+    try:
+        out, err = monitor.communicate(timeout=DEADLINE_S)
+        assert monitor.returncode == 1, (out, err)
+        m = re.search(r"refusing batches: the same stream '([^']*)' \(fingerprint \w+\) comes from two servers, "
+                      r"(\S+ \(run \d+\)) and (\S+ \(run \d+\))", err)
+        assert m, err
+        assert m.group(2) != m.group(3)
+    finally:
+        for proc in servers:
+            proc.kill()
+            proc.communicate(timeout=10)

@@ -21,6 +21,7 @@ ConnectionOptions connection_options(const SourceOptions& source) {
   options.curve = programs::curve_security(source.curve);
   options.timeout = std::nullopt;    // BatchSource handles silence itself
   options.linger = Milliseconds(0);  // nothing is ever sent: closing need not wait
+  options.refuse_duplicate_streams = source.strict;
   return options;
 }
 
@@ -34,7 +35,9 @@ std::vector<std::string> urls_or_default(const std::vector<std::string>& urls) {
 void add_source_options(po::options_description& options, SourceOptions& source) {
   options.add_options()("timeout,t", po::value(&source.timeout_s)->default_value(source.timeout_s),
                         "seconds without a batch before saying so")(
-      "timeout-exit", po::bool_switch(&source.timeout_exit), "exit with status 2 after that silence, not wait on");
+      "timeout-exit", po::bool_switch(&source.timeout_exit), "exit with status 2 after that silence, not wait on")(
+      "strict", po::bool_switch(&source.strict),
+      "fail when one stream (--meta) comes from two servers at once, instead of warning");
   programs::add_curve_options(options, source.curve);
 }
 

@@ -26,10 +26,11 @@ struct SourceOptions {
   double timeout_s = 10;          // silence, in seconds, before saying so
   bool timeout_exit = false;      // give up after one silence instead of waiting on
   programs::CurveFlags curve;     // CURVE certificates, if any
+  bool strict = false;            // refuse one stream from two servers (ConnectionOptions::refuse_duplicate_streams)
   std::string timeout_hint;       // appended to the refusal of a --timeout out of range (empty: none)
 };
 
-// Adds --timeout/-t, --timeout-exit and the CURVE options, bound to source.
+// Adds --timeout/-t, --timeout-exit, --strict and the CURVE options, bound to source.
 void add_source_options(boost::program_options::options_description& options, SourceOptions& source);
 
 // Parses argv: the visible options plus URL patterns as positional arguments.

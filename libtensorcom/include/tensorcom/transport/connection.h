@@ -72,6 +72,11 @@ struct ConnectionOptions {
   // tensorcom/transport/delivery.h). Also warns once when one stream comes
   // from two servers at once.
   bool confirm_delivery = true;
+  // Receivers: one stream (same name and fingerprint, carried by --meta)
+  // coming from two servers at once makes recv() throw TransportError,
+  // naming both, for that batch and every one after, instead of a warning:
+  // the trainer would get every batch twice.
+  bool refuse_duplicate_streams = false;
   Milliseconds heartbeat{0};          // ZMTP heartbeat interval (0: none)
   Milliseconds heartbeat_timeout{0};  // peer dropped after this silence (0: 10 x heartbeat)
   // Reconnect delay while a peer is absent (not yet started, or gone), and
