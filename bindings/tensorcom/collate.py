@@ -27,14 +27,17 @@ with the default collate, never a corrupted batch. Mapped memory is at most
 max_slots batches a worker, in each of the two processes; a worker's slots
 are freed when both it and the tensors over them are gone.
 
-The main process maps a worker's slots until the worker has exited and
-the next batch from any worker arrives: a finished DataLoader's slots are
-let go when the next one's first batch comes.
+The main process maps a worker's slots for as long as the DataLoader
+keeps that worker (the iterator's, or a persistent_workers DataLoader's):
+once the iterator is gone, so are its workers' mappings, but for those
+under tensors still alive, which go with the last of them. Workers killed
+mid-epoch are no exception.
 
 Without workers (num_workers=0), and where there is no memfd_create (it is
 Linux's), the collate is default_collate's.
 """
 import mmap
+import multiprocessing.process
 import multiprocessing.util
 import os
 import secrets
@@ -269,6 +272,15 @@ class _MainRing:
     def __init__(self, ring_id, control):
         self.id, self.control = ring_id, control
         self.slots = {}  # index -> (generation, mmap)
+        # Once dropped from _main_rings the ring holds no descriptor or
+        # mapping but through tensors still over its slots (each mmap closes
+        # its own with the last of them). It is dropped with its worker's
+        # Process object, which the DataLoader's iterator keeps until it has
+        # shut the worker down, killed or not; where there is none (a worker
+        # already reaped), when a new ring comes and finds this one finished.
+        process = _worker_process(ring_id[0])
+        if process is not None:
+            weakref.finalize(process, _drop_main_ring, ring_id)
 
     def finished(self):
         """Its worker has exited: no batch will come from it again."""
@@ -283,8 +295,27 @@ class _MainRing:
         return False
 
 
-_main_rings: Dict[Any, _MainRing] = {}  # ring id -> _MainRing
+# ring id -> _MainRing. Rings are dropped by finalizers that run in
+# whichever thread, and under whatever lock, frees a worker's Process: they
+# pop without _main_lock, and readers iterate over copies.
+_main_rings: Dict[Any, _MainRing] = {}
 _main_lock = threading.Lock()  # batches are unpickled on the pin-memory thread too
+
+
+def _drop_main_ring(ring_id):
+    _main_rings.pop(ring_id, None)
+
+
+def _worker_process(pid):
+    """This process's multiprocessing.Process of the child with that pid, or
+    None. Read from the set multiprocessing keeps until it reaps a child:
+    active_children() would reap exited workers, and torch's SIGCHLD handler
+    names a killed worker only while it is not reaped."""
+    children = getattr(multiprocessing.process, "_children", None)
+    for process in list(children or ()):
+        if process.pid == pid:
+            return process
+    return None
 
 
 def _map(dup_fd):
@@ -302,9 +333,11 @@ def _rebuild_in_main(ring_id, index, generation, dtype, shape, nbytes, control_f
             if control_fd is None:
                 raise RuntimeError(f"tensorcom.collate: a batch from worker {ring_id[0]}'s ring, which this "
                                    "process has not been sent (was the batch pickled twice or out of order?)")
-            for old in [r for r in _main_rings.values() if r.finished()]:
-                del _main_rings[old.id]  # its tensors still alive keep their own mappings
-            ring = _main_rings[ring_id] = _MainRing(ring_id, _map(control_fd))
+            for old in list(_main_rings.values()):
+                if old.finished():
+                    _drop_main_ring(old.id)  # its tensors still alive keep their own mappings
+            ring = _MainRing(ring_id, _map(control_fd))
+            _main_rings[ring_id] = ring
         if slot_fd is not None:
             ring.slots[index] = (generation, _map(slot_fd))
         mapped = ring.slots.get(index)

@@ -7,6 +7,7 @@ Skipped without torch."""
 
 import gc
 import os
+import signal
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -164,6 +165,67 @@ def test_memory_of_finished_workers_is_freed():
     # One epoch's workers' mappings are dropped when the next epoch's arrive.
     assert max(counts) <= 2 * 2 * (8 + 1), counts
     assert counts[-1] <= counts[1], counts
+
+
+def memfds_held():
+    """This process's descriptors and mappings of workers' memfds."""
+    descriptors = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            descriptors += os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:tensorcom-")
+        except OSError:  # the descriptor listdir read /proc/self/fd with, closed since
+            pass
+    return {"descriptors": descriptors, "mappings": ring_mappings()}
+
+
+class Pids(Dataset):
+    """(image(i), the pid of the worker that loads sample i)."""
+
+    def __len__(self):
+        return 256
+
+    def __getitem__(self, i):
+        return image(i), os.getpid()
+
+
+def test_killed_workers_leave_no_shared_memory_behind():
+    kept = []
+    for n in range(10):
+        # timeout: a batch that never comes fails the test in seconds, not hangs it.
+        loader = DataLoader(Pids(), batch_size=16, num_workers=2, timeout=10, collate_fn=SharedRingCollate())
+        batches, seen, error = iter(loader), [], None
+        try:
+            for batch, pids in batches:
+                kept.append((batch, len(seen) * 16))
+                seen.append(int(pids[0]))
+                if len(seen) == 4:  # from each worker in turn: one killed, or both
+                    for pid in sorted(set(seen))[:1 + n % 2]:
+                        os.kill(pid, signal.SIGKILL)
+                        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # dead, left for torch to reap
+        except RuntimeError as failure:  # torch's, for the killed worker
+            error = str(failure)
+        assert error is not None and "DataLoader worker" in error, error
+        del loader, batches, batch, pids
+    gc.collect()
+    for batch, first in kept:  # the batches held stay as they came, their loaders gone
+        check_images(batch, torch.arange(first, first + 16))
+    assert memfds_held()["mappings"] > 0
+    del kept, batch
+    gc.collect()
+    assert memfds_held() == {"descriptors": 0, "mappings": 0}
+
+
+def test_finished_loaders_leave_no_shared_memory_behind():
+    for _ in range(10):
+        loader = DataLoader(Images(128), batch_size=32, num_workers=2, timeout=10, collate_fn=SharedRingCollate())
+        for batch, labels in loader:
+            check_images(batch, labels)
+    gc.collect()
+    assert memfds_held()["mappings"] > 0  # the last batch: its slot stays mapped while it is alive
+    check_images(batch, labels)
+    del loader, batch, labels
+    gc.collect()
+    assert memfds_held() == {"descriptors": 0, "mappings": 0}
 
 
 def test_a_slot_that_cannot_be_made_sends_the_batch_as_torch_does(monkeypatch):
