@@ -103,8 +103,10 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
       "memory-limit", po::value(&s.memory_limit)->default_value(default_memory_limit()),
       "bytes of encoded samples buffered between reading and decoding (default: an eighth of memory, at most 4 GiB)")(
       "max-image-bytes", po::value(&s.max_image_bytes)->default_value(s.max_image_bytes),
-      "skip encoded images larger than this, unread")("rank", po::value(&s.order.rank)->default_value(0),
-                                                      "this server's share of the shards ...")(
+      "skip encoded images larger than this, unread")(
+      "read-ahead", po::value(&s.read_ahead)->default_value(s.read_ahead),
+      "http(s) and pipe: shards read at once ahead of the current one (0: none)")(
+      "rank", po::value(&s.order.rank)->default_value(0), "this server's share of the shards ...")(
       "world", po::value(&s.order.world)->default_value(1), "... among this many servers")(
       "stream", po::value(&s.stream),
       "this server's stream name in --meta and resume tokens (default RANK/WORLD; give one when several servers "
@@ -354,6 +356,10 @@ void ImageServerCli::check_bounds() const {
   if (!(flip >= 0 && flip <= 1)) throw ArgumentError("--flip " + std::to_string(flip) + ": expected 0 to 1");
   // 0 means forever or never; a negative number reads as a huge one.
   constexpr std::uint64_t kMostCount = 1000000000;
+  constexpr std::uint64_t kMostReadAhead = 64;
+  if (s.read_ahead > kMostReadAhead) {
+    throw ArgumentError("--read-ahead " + as_given(s.read_ahead) + ": expected 0 to " + std::to_string(kMostReadAhead));
+  }
   for (const auto& [option, value] : {std::pair{"--epochs", s.epochs}, std::pair{"--report", s.report}}) {
     if (value > kMostCount) {
       throw ArgumentError(std::string(option) + " " + as_given(value) + ": expected 0 to " +

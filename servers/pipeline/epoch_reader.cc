@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <new>
+#include <span>
 #include <utility>
 
 namespace tensorcom::pipeline {
@@ -42,8 +43,9 @@ bool EpochReader::read_epoch(std::uint64_t epoch) {
   std::size_t passes = 0;
   for (bool again = true; again; ++passes) {
     const std::uint64_t taken_before = quota.taken();
-    for (std::size_t unit : units) {
-      if (!read_unit(unit, buffer, quota)) return false;
+    for (std::size_t i = 0; i < units.size(); ++i) {
+      source_.will_read(std::span(units).subspan(i), images_later_);
+      if (!read_unit(units[i], buffer, quota)) return false;
       if (quota.full()) break;
     }
     again = quota.another_pass(taken_before);

@@ -12,6 +12,7 @@
 #include "batch_publisher.h"
 #include "bounded_queue.h"
 #include "epoch_reader.h"
+#include "read_ahead_source.h"
 #include "server_counters.h"
 #include "slot_filler.h"
 #include "tensorcom/metrics/metrics_server.h"
@@ -312,6 +313,20 @@ std::uint64_t default_memory_limit() {
   return std::clamp<std::uint64_t>(physical / 8, std::uint64_t{64} << 20, std::uint64_t{4} << 30);
 }
 
+// The source the server reads: `source` itself, or, when some of its
+// units are remote, a ReadAheadSource over it in `ahead`, given an eighth
+// of the memory limit, which the rest of the server then goes without.
+SampleSource& read_ahead(ImageServerOptions& o, SampleSource& source, std::optional<ReadAheadSource>& ahead) {
+  if (o.read_ahead == 0) return source;
+  bool remote = false;
+  for (std::size_t unit = 0; unit < source.units() && !remote; ++unit) remote = source.is_remote(unit);
+  if (!remote) return source;
+  const std::uint64_t limit = o.memory_limit ? o.memory_limit : default_memory_limit();
+  ahead.emplace(source, ReadAheadSource::Options{o.read_ahead, limit / 8});
+  o.memory_limit = limit - limit / 8;
+  return *ahead;
+}
+
 int run_image_server(const ImageServerOptions& options, SampleSource& source) {
   if (source.units() == 0) throw ArgumentError(std::string("nothing to serve: no ") + source.unit_name());
   if (options.addresses.empty()) throw ArgumentError("nothing to serve on: no address");
@@ -327,7 +342,10 @@ int run_image_server(const ImageServerOptions& options, SampleSource& source) {
     say_resume(resolved, server_log(resolved));
   }
 
-  Serving serving(resolved, source);
+  // Declared before the serving that reads through it: it ends after.
+  std::optional<ReadAheadSource> ahead;
+  SampleSource& reading = read_ahead(resolved, source, ahead);
+  Serving serving(resolved, reading);
   return serving.run();
 }
 

@@ -54,6 +54,9 @@ struct ImageServerOptions {
   bool repeat_first_batch = false;
   std::int32_t classes = 0;                                  // labels must be below this (0: any non-negative int32)
   std::uint64_t max_image_bytes = std::uint64_t{256} << 20;  // larger encoded images are skipped unread
+  // Remote shards (http(s) URLs, pipe: commands) read at once ahead of the
+  // current one (ReadAheadSource), within an eighth of the memory limit.
+  std::size_t read_ahead = 3;
   std::size_t max_batches = 0;  // batch buffers in memory (0: 2 + 2 x workers / batch, at least 4)
   // Bytes of encoded samples held between the reader and the workers (the
   // shuffle buffer gets 3/4, the queue to the workers 1/4); the shuffle

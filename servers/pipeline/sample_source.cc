@@ -57,12 +57,15 @@ class ShardSource final : public SampleSource {
   const char* unit_name() const noexcept override { return "shards"; }
   std::string unit_label(std::size_t unit) const override { return log_name(unit); }
 
-  std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take,
-                                  bool images_later) override {
+  bool is_remote(std::size_t unit) const override { return !formats::local_shard_path(shards_[unit]); }
+
+  std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take, bool images_later,
+                                  const std::function<bool()>& abandoned) override {
     const std::string& shard = shards_[unit];
     formats::ShardReaderOptions options;
     options.max_member_bytes = max_image_bytes_;
     options.cancelled = cancelled_;
+    if (abandoned) options.cancelled = [this, &abandoned] { return abandoned() || (cancelled_ && cancelled_()); };
     // The first image of a sample, and its label: nothing else is read.
     options.wanted = [](const formats::ShardSample& so_far, std::string_view extension) {
       return extension == "cls" || (formats::is_image_extension(extension) && !has_image(so_far));
@@ -86,7 +89,7 @@ class ShardSource final : public SampleSource {
       while (auto sample = reader.next()) {
         if (!take(to_raw_sample(std::move(*sample), name))) return std::nullopt;
       }
-      if (reader.error() && !(cancelled_ && cancelled_()))
+      if (reader.error() && !(options.cancelled && options.cancelled()))
         return "shard " + log_name(unit) + " ended early: " + *reader.error();
     } catch (const IoError& e) {
       return std::string("skipping shard: ") + e.what();
@@ -141,8 +144,8 @@ class FolderSource final : public SampleSource {
   const char* unit_name() const noexcept override { return "images"; }
   std::string unit_label(std::size_t unit) const override { return folder_.images[unit].file.string(); }
 
-  std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take,
-                                  bool images_later) override {
+  std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take, bool images_later,
+                                  const std::function<bool()>& /*abandoned: a file is never remote*/) override {
     const formats::FolderImage& image = folder_.images[unit];
     RawSample sample;
     sample.key = image.file.string();

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,8 +37,19 @@ class SampleSource {
   // (image_offset), unread, for read_image() to read if it is needed (a
   // resumed epoch decodes a tenth of what it lists); an image that cannot
   // be found again so (in a compressed or streamed shard) is read now.
+  // abandoned (may be empty): polled while a remote unit's transfer or
+  // command waits on its peer; true ends the unit there, as a false from
+  // `take` would at the next sample.
   [[nodiscard]] virtual std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take,
-                                                        bool images_later = false) = 0;
+                                                        bool images_later = false,
+                                                        const std::function<bool()>& abandoned = {}) = 0;
+  // Whether the unit is read from elsewhere (an http(s) URL, a pipe:
+  // command): worth reading ahead (ReadAheadSource).
+  [[nodiscard]] virtual bool is_remote(std::size_t /*unit*/) const { return false; }
+  // The units the reader reads next, in order, upcoming.front() first: a
+  // source may start on them early (ReadAheadSource). images_later: as the
+  // reads will be asked.
+  virtual void will_read(std::span<const std::size_t> /*upcoming*/, bool /*images_later*/) {}
   // The bytes of an image read() listed with an image_offset. Thread-safe.
   // Throws IoError naming the unit if it cannot be read (changed since).
   [[nodiscard]] virtual ByteBuffer read_image(const RawSample& sample) const = 0;

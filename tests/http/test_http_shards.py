@@ -514,3 +514,34 @@ def test_a_signal_stops_a_server_whose_download_stalls(site, rundir):
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+for name in "abc":
+    ROUTES[f"/stall-{name}.tar"] = stalls(make_tar(IMAGES), len(make_tar(IMAGES)) // 2)
+
+
+@pytest.mark.skipif(not os.access(h.SHARDS_EXE, os.X_OK), reason="serve-imagenet-shards not built")
+def test_the_shards_after_a_stalled_one_are_fetched_while_it_waits(site, rundir):
+    """Every shard stalls half-way (a stall timeout is a minute): whichever
+    comes first in the epoch's order, the three after it are fetched while
+    it waits, not one after another once it has failed. A stop signal then
+    ends every transfer at once."""
+    shards = ["/images-stall.tar", "/stall-a.tar", "/stall-b.tar", "/stall-c.tar"]
+    args = [arg for shard in shards for arg in ("-u", site.url(shard))]
+    proc = subprocess.Popen([h.SHARDS_EXE, *args, *SERVER_ARGS, "zpush+ipc://" + os.path.join(rundir, "s")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 15
+        while not all(site.requests.get(shard, 0) for shard in shards):
+            assert time.monotonic() < deadline, f"fetched so far: {site.requests}"
+            time.sleep(0.05)
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+        assert time.monotonic() - start < 3, (out, err)
+        assert proc.returncode == 0, (out, err)
+        assert all(site.requests[shard] == 1 for shard in shards), site.requests
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)

@@ -32,8 +32,8 @@ class FakeSource final : public SampleSource {
   [[nodiscard]] const char* unit_name() const noexcept override { return "shards"; }
   [[nodiscard]] std::string unit_label(std::size_t unit) const override { return "unit-" + std::to_string(unit); }
 
-  std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take,
-                                  bool images_later) override {
+  std::optional<std::string> read(std::size_t unit, const std::function<bool(RawSample)>& take, bool images_later,
+                                  const std::function<bool()>& /*abandoned*/) override {
     for (std::size_t i = 0; i < per_unit_; ++i) {
       if (failing_.count(unit) && i == failing_.at(unit)) throw IoError("unit-" + std::to_string(unit) + " broke", EIO);
       RawSample sample;

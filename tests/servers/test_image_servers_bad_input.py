@@ -58,7 +58,8 @@ def test_out_of_range_counts_are_refused(clean_data, option, value):
 
 
 @pytest.mark.parametrize("option,value", [("--epochs", "-1"), ("--epochs", str(2 ** 40)), ("--report", "-1"),
-                                          ("--report", str(2 ** 63))])
+                                          ("--report", str(2 ** 63)), ("--read-ahead", "65"),
+                                          ("--read-ahead", "-1")])
 def test_out_of_range_epochs_and_reports_are_refused(clean_data, option, value):
     """--epochs -1 used to serve forever and --report -1 never to report."""
     paths, _ = clean_data
