@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "pipeline/memory_budget.h"
 #include "tensorcom/formats/printable.h"
 #include "tensorcom/metrics/metrics_server.h"
 #include "tensorcom/programs/program.h"
@@ -101,7 +102,8 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
       "classes", po::value(&s.classes)->default_value(0), "labels must be below this (0: any)")(
       "max-pixels", po::value(&s.augment.max_pixels)->default_value(s.augment.max_pixels), "refuse larger images")(
       "memory-limit", po::value(&s.memory_limit)->default_value(default_memory_limit()),
-      "bytes of encoded samples buffered between reading and decoding (default: an eighth of memory, at most 4 GiB)")(
+      "bytes of encoded samples the server holds in all, from reading to decoding; an image over a 32nd of it (less "
+      "with many workers) is passed over (default: an eighth of memory, at most 4 GiB)")(
       "max-image-bytes", po::value(&s.max_image_bytes)->default_value(s.max_image_bytes),
       "skip encoded images larger than this, unread")(
       "read-ahead", po::value(&s.read_ahead)->default_value(s.read_ahead),
@@ -215,7 +217,20 @@ void ImageServerCli::finish() {
   finish_format();
   finish_size_schedule();
   check_bounds();
+  fit_images_to_memory();
   if (!s.metrics_address.empty()) (void)metrics::parse_host_port(s.metrics_address);  // refused before serving
+}
+
+// An image larger than its share of --memory-limit is passed over unread,
+// as one over --max-image-bytes is (memory_budget.h).
+void ImageServerCli::fit_images_to_memory() {
+  ImageServerOptions& s = server;
+  const std::uint64_t limit = s.memory_limit ? s.memory_limit : default_memory_limit();
+  const std::size_t workers = static_cast<std::size_t>(std::max(s.workers, 1));
+  const std::uint64_t fits = pipeline::memory_budget(limit, s.max_image_bytes, workers, s.read_ahead).image;
+  if (fits >= s.max_image_bytes) return;
+  s.max_image_bytes = fits;
+  s.image_bytes_fit_memory = true;
 }
 
 // The reference spreads its decoding over -p processes of -N DataLoader

@@ -12,6 +12,7 @@
 #include "batch_publisher.h"
 #include "bounded_queue.h"
 #include "epoch_reader.h"
+#include "memory_budget.h"
 #include "read_ahead_source.h"
 #include "server_counters.h"
 #include "slot_filler.h"
@@ -108,6 +109,7 @@ FillerOptions filler_options_of(const ImageServerOptions& o) {
   f.batch_size = o.format.batch_size;
   f.classes = o.classes;
   f.max_image_bytes = o.max_image_bytes;
+  f.image_bytes_fit_memory = o.image_bytes_fit_memory;
   f.first_size = epoch_size(o, 0);
   f.largest = format_of(o, largest_size(o));
   return f;
@@ -141,20 +143,20 @@ PublisherOptions publisher_options_of(const ImageServerOptions& o, const SampleS
 
 // One run of a server: its parts, and the threads that drive them.
 struct Serving {
-  Serving(const ImageServerOptions& options, SampleSource& source)
+  Serving(const ImageServerOptions& options, SampleSource& source, const MemoryBudget& budget)
       : options(options),
         source(source),
         log(server_log(options)),
         memory_limit(options.memory_limit ? options.memory_limit : default_memory_limit()),
         counters(log, worker_count(options)),
-        queue(queue_capacity(options), memory_limit / 4, [](const Dispatched& d) { return buffered_bytes(*d.sample); }),
+        queue(queue_capacity(options), budget.queue, [](const Dispatched& d) { return buffered_bytes(*d.sample); }),
         assembler(format_of(options, epoch_size(options, 0)), batch_buffers(options), largest_size(options)),
         connection(options.addresses, connection_options(options)),
         output(assembler, queue),
         stop_requested([this] {
           return stopped.load(std::memory_order_relaxed) || (this->options.should_stop && this->options.should_stop());
         }),
-        reader(reader_options_of(options, memory_limit), source, output, counters, log, stop_requested),
+        reader(reader_options_of(options, budget.reader), source, output, counters, log, stop_requested),
         filler_options(filler_options_of(options)),
         publisher(publisher_options_of(options, source, log, memory_limit), connection, counters, stop_requested) {}
 
@@ -313,18 +315,11 @@ std::uint64_t default_memory_limit() {
   return std::clamp<std::uint64_t>(physical / 8, std::uint64_t{64} << 20, std::uint64_t{4} << 30);
 }
 
-// The source the server reads: `source` itself, or, when some of its
-// units are remote, a ReadAheadSource over it in `ahead`, given an eighth
-// of the memory limit, which the rest of the server then goes without.
-SampleSource& read_ahead(ImageServerOptions& o, SampleSource& source, std::optional<ReadAheadSource>& ahead) {
-  if (o.read_ahead == 0) return source;
-  bool remote = false;
-  for (std::size_t unit = 0; unit < source.units() && !remote; ++unit) remote = source.is_remote(unit);
-  if (!remote) return source;
-  const std::uint64_t limit = o.memory_limit ? o.memory_limit : default_memory_limit();
-  ahead.emplace(source, ReadAheadSource::Options{o.read_ahead, limit / 8});
-  o.memory_limit = limit - limit / 8;
-  return *ahead;
+bool has_remote_units(const SampleSource& source) {
+  for (std::size_t unit = 0; unit < source.units(); ++unit) {
+    if (source.is_remote(unit)) return true;
+  }
+  return false;
 }
 
 int run_image_server(const ImageServerOptions& options, SampleSource& source) {
@@ -342,10 +337,13 @@ int run_image_server(const ImageServerOptions& options, SampleSource& source) {
     say_resume(resolved, server_log(resolved));
   }
 
+  const std::size_t read_ahead = has_remote_units(source) ? resolved.read_ahead : 0;
+  const MemoryBudget budget = memory_budget(resolved.memory_limit ? resolved.memory_limit : default_memory_limit(),
+                                            resolved.max_image_bytes, worker_count(resolved), read_ahead);
   // Declared before the serving that reads through it: it ends after.
   std::optional<ReadAheadSource> ahead;
-  SampleSource& reading = read_ahead(resolved, source, ahead);
-  Serving serving(resolved, reading);
+  if (read_ahead > 0) ahead.emplace(source, ReadAheadSource::Options{read_ahead, budget.read_ahead});
+  Serving serving(resolved, ahead ? *ahead : source, budget);
   return serving.run();
 }
 

@@ -54,14 +54,15 @@ struct ImageServerOptions {
   bool repeat_first_batch = false;
   std::int32_t classes = 0;                                  // labels must be below this (0: any non-negative int32)
   std::uint64_t max_image_bytes = std::uint64_t{256} << 20;  // larger encoded images are skipped unread
+  bool image_bytes_fit_memory = false;  // max_image_bytes was lowered to fit memory_limit (memory_budget.h)
   // Remote shards (http(s) URLs, pipe: commands) read at once ahead of the
   // current one (ReadAheadSource), within an eighth of the memory limit.
   std::size_t read_ahead = 3;
   std::size_t max_batches = 0;  // batch buffers in memory (0: 2 + 2 x workers / batch, at least 4)
-  // Bytes of encoded samples held between the reader and the workers (the
-  // shuffle buffer gets 3/4, the queue to the workers 1/4); the shuffle
-  // buffer passes samples on early rather than exceed it. 0: an eighth of
-  // the machine's memory, at most 4 GiB (default_memory_limit()).
+  // Bytes of encoded samples the server holds in all, from reading to
+  // decoding (shared as memory_budget.h says); the shuffle buffer passes
+  // samples on early rather than exceed its share. 0: an eighth of the
+  // machine's memory, at most 4 GiB (default_memory_limit()).
   std::uint64_t memory_limit = 0;
   std::string server_id;  // in metadata; hostname:pid when empty
   // The stream's name in metadata and resume tokens, stable across restarts;

@@ -27,7 +27,7 @@ namespace tensorcom::pipeline {
 class ReadAheadSource final : public SampleSource {
  public:
   struct Options {
-    std::size_t units = 3;                        // units read ahead of the current one
+    std::size_t units = 3;                          // units read ahead of the current one
     std::uint64_t bytes = std::uint64_t{64} << 20;  // samples held for them, in all
   };
 

@@ -44,8 +44,10 @@ std::variant<std::int32_t, SlotFiller::Refusal> SlotFiller::label_of_sample(cons
   using imaging::Problem;
   if (sample.unreadable) return Refusal{Problem::kUnreadableFile, *sample.unreadable};
   if (sample.oversized_image) {
-    return Refusal{Problem::kTooLarge, "image of " + std::to_string(sample.oversized_image) + " bytes; the limit is " +
-                                           std::to_string(options_.max_image_bytes)};
+    return Refusal{Problem::kTooLarge,
+                   "image of " + std::to_string(sample.oversized_image) + " bytes; the limit is " +
+                       std::to_string(options_.max_image_bytes) +
+                       (options_.image_bytes_fit_memory ? " (what --memory-limit leaves an image)" : "")};
   }
   const Label label = label_of(sample, options_.classes);
   if (label.problem) return Refusal{*label.problem, label.detail};

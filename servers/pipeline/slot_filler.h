@@ -29,6 +29,7 @@ struct FillerOptions {
   std::size_t batch_size = 1;
   std::int32_t classes = 0;                                  // labels must be below this (0: any non-negative int32)
   std::uint64_t max_image_bytes = std::uint64_t{256} << 20;  // for the message about a sample passed over for it
+  bool image_bytes_fit_memory = false;                       // it was lowered to fit --memory-limit
   int first_size = 224;                                      // the first epoch's image size
   BatchFormat largest;                                       // the format at the largest size served
 };

@@ -188,7 +188,7 @@ TEST_CASE("units no longer coming are abandoned, their waits ended") {
   CHECK(std::chrono::steady_clock::now() - before < 5s);
   CHECK(source.abandoned_waits() == 1);
   CHECK(ahead->reading_ahead() == 1);  // unit 7
-  ahead.reset();  // a reader that ends abandons what it read ahead
+  ahead.reset();                       // a reader that ends abandons what it read ahead
 }
 
 TEST_CASE("a unit read ahead for other reads is read afresh") {
