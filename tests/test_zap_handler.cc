@@ -106,3 +106,19 @@ TEST_CASE("malformed requests are refused and the handler goes on answering") {
   CHECK(status_of(zap.client, {"1.0", std::string(100000, 'x'), "d", "10.0.0.1", "", "NULL"}) == "200");
   CHECK(status_of(zap.client, null_request("10.0.0.1")) == "200");
 }
+
+TEST_CASE("refusals are named a few a minute, the rest only counted") {
+  const std::string listed(32, '\x11');
+  char z85[41];
+  REQUIRE(zmq_z85_encode(z85, reinterpret_cast<const std::uint8_t*>(listed.data()), 32) != nullptr);
+  Zap zap(std::vector<std::string>{z85});
+  for (int i = 0; i < 40; ++i) {
+    const std::string key(32, static_cast<char>(0x30 + i));
+    CHECK(status_of(zap.client, {"1.0", "1", "tensorcom", "10.0.0.9", "", "CURVE", key}) == "400");
+  }
+  CHECK(zap.handler->refused() == 40);
+  const std::vector<std::string> lines = zap.handler->take_lines();
+  CHECK(lines.size() == 16);
+  CHECK(lines.front().find("refused a peer at 10.0.0.9") != std::string::npos);
+  CHECK(zap.handler->take_lines().empty());  // the summary of the other 24 waits for the minute's end
+}

@@ -55,6 +55,12 @@ ZapHandler::~ZapHandler() {
 
 std::vector<std::string> ZapHandler::take_lines() {
   std::lock_guard lock(lines_mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  if (minute_lines_ > kLinesPerMinute && now - minute_start_ >= std::chrono::minutes(1)) {
+    lines_.push_back("refused " + std::to_string(minute_lines_ - kLinesPerMinute) +
+                     " more peers in a minute, not named (Connection::refused_peers() counts them all)");
+    minute_lines_ = 0;
+  }
   std::vector<std::string> out(lines_.begin(), lines_.end());
   lines_.clear();
   return out;
@@ -114,7 +120,12 @@ void ZapHandler::answer(std::vector<zmq::message_t>& frames) {
 
 void ZapHandler::note_refusal(std::string line) {
   std::lock_guard lock(lines_mutex_);
-  if (lines_.size() < kMaxPendingLines) lines_.push_back(std::move(line));
+  const auto now = std::chrono::steady_clock::now();
+  if (now - minute_start_ >= std::chrono::minutes(1) && minute_lines_ <= kLinesPerMinute) {
+    minute_start_ = now;
+    minute_lines_ = 0;
+  }
+  if (++minute_lines_ <= kLinesPerMinute) lines_.push_back(std::move(line));
 }
 
 }  // namespace tensorcom::detail

@@ -10,6 +10,7 @@
 #include <zmq.hpp>
 
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -41,13 +42,15 @@ class ZapHandler {
 
   // Peers refused by the allow-list so far (the bans count their own).
   [[nodiscard]] std::uint64_t refused() const noexcept { return refused_; }
-  // Lines describing refusals since the last call (at most kMaxPendingLines;
-  // the rest are only counted). Thread safe.
+  // Lines describing refusals since the last call: each refusal's own line,
+  // at most kLinesPerMinute a minute, then one line a minute saying how
+  // many more there were (a peer retrying, or a flood, is not logged
+  // connection by connection). Thread safe.
   [[nodiscard]] std::vector<std::string> take_lines();
 
  private:
   using Key = std::array<std::uint8_t, 32>;
-  static constexpr std::size_t kMaxPendingLines = 16;
+  static constexpr std::size_t kLinesPerMinute = 16;
 
   void run();
   void answer(std::vector<zmq::message_t>& frames);
@@ -60,6 +63,9 @@ class ZapHandler {
   std::atomic<std::uint64_t> refused_{0};
   std::mutex lines_mutex_;
   std::deque<std::string> lines_;
+  std::chrono::steady_clock::time_point minute_start_{};  // of the current minute's lines
+  std::size_t minute_lines_ = 0;                          // refusals noted in it
+
   std::thread thread_;  // last: starts once everything above exists
 };
 
