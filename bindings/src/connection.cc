@@ -99,25 +99,29 @@ class PyConnection final : public SharedConnection {
   // copy: ZeroMQ gets copies of the arrays, made before send returns (the
   // caller's arrays are alive until then), so the caller may refill them.
   // Otherwise it reads the arrays themselves, later, holding them alive.
+  // A send that must wait (no receiver, full queues, no subscriber yet)
+  // waits in slices, the connection's lock taken for one slice at a time:
+  // close() from another thread then ends it within a slice (the send
+  // throws TransportError: closed), and Ctrl-C is seen between slices.
   void send(const TensorList& batch, std::optional<bool> multipart, bool copy) {
+    constexpr Milliseconds kSlice{100};
     release_put_aside();
     const TensorList views = copy ? borrowed_views(batch) : TensorList();
     const TensorList& sent = copy ? views : batch;
-    try {
-      without_gil([&] {
+    for (;;) {
+      const bool done = without_gil([&] {
         std::lock_guard lock(mutex_);
-        if (multipart) {
-          get().send(sent, *multipart ? Framing::kMultipart : Framing::kSingleBuffer);
-        } else {
-          get().send(sent);
-        }
+        Connection& c = get();
+        const Framing framing =
+            multipart ? (*multipart ? Framing::kMultipart : Framing::kSingleBuffer) : c.options().framing;
+        if (c.try_send(sent, framing) != Connection::Sent::kWouldBlock) return true;
+        // A PUB awaiting a subscriber waits for one; then (and for PUSH at
+        // once) for room to send.
+        if (wait_for_subscriber(c, kSlice)) (void)wait_writable(c, kSlice);
+        return false;
       });
-      return;
-    } catch (const TransportError& e) {
-      if (e.code() != EINTR) throw;
-      // Let a KeyboardInterrupt win over the interrupted send's error.
+      if (done) return;
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-      throw;
     }
   }
 

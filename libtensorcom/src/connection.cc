@@ -203,7 +203,7 @@ class Connection::Impl {
     return deliver(batch, framing, zmq::send_flags::none);
   }
 
-  Connection::Sent try_send(std::span<const Tensor> batch) {
+  Connection::Sent try_send(std::span<const Tensor> batch, Framing framing) {
     require(!receives(), "send");
     require_open("send");
     log_refusals();
@@ -212,8 +212,7 @@ class Connection::Impl {
       ++dropped_without_subscriber_;
       return Connection::Sent::kNoSubscriber;
     }
-    return deliver(batch, options_.framing, zmq::send_flags::dontwait) ? Connection::Sent::kYes
-                                                                       : Connection::Sent::kWouldBlock;
+    return deliver(batch, framing, zmq::send_flags::dontwait) ? Connection::Sent::kYes : Connection::Sent::kWouldBlock;
   }
 
   // Hands the batch to ZeroMQ; `first` is the first frame's flags (dontwait:
@@ -602,7 +601,12 @@ std::optional<TensorList> Connection::recv(std::optional<Milliseconds> timeout) 
 
 bool Connection::send(std::span<const Tensor> batch) { return impl_->send(batch, impl_->options_.framing); }
 bool Connection::send(std::span<const Tensor> batch, Framing framing) { return impl_->send(batch, framing); }
-Connection::Sent Connection::try_send(std::span<const Tensor> batch) { return impl_->try_send(batch); }
+Connection::Sent Connection::try_send(std::span<const Tensor> batch) {
+  return impl_->try_send(batch, impl_->options_.framing);
+}
+Connection::Sent Connection::try_send(std::span<const Tensor> batch, Framing framing) {
+  return impl_->try_send(batch, framing);
+}
 void Connection::connect(std::span<const std::string> urls) { impl_->connect(urls); }
 void Connection::close() {
   if (impl_) impl_->close();

@@ -361,6 +361,44 @@ def test_timeouts(ipc_dir):
     silent.close()
 
 
+def test_close_from_another_thread_ends_a_send_waiting_for_a_receiver(ipc_dir):
+    """A PUSH with no receiver blocks in send(); close() from another thread
+    returns within a second and the send raises TransportError, instead of
+    both waiting on each other for ever."""
+    push = tensorcom.Connection(f"zrpush+ipc://{ipc_dir}/nobody", linger=0)
+    errors = []
+
+    def sender():
+        try:
+            push.send([np.zeros(4, np.uint8)])
+        except tensorcom.TransportError as e:
+            errors.append(e)
+
+    thread = threading.Thread(target=sender, daemon=True)
+    thread.start()
+    time.sleep(0.3)  # in send(), waiting
+    assert thread.is_alive()
+    start = time.monotonic()
+    push.close()
+    thread.join(5)
+    assert not thread.is_alive(), "the send never ended"
+    assert time.monotonic() - start < 2
+    assert len(errors) == 1 and "closed" in str(errors[0])
+
+
+def test_a_signal_interrupts_a_send_waiting_for_a_receiver(ipc_dir):
+    push = tensorcom.Connection(f"zrpush+ipc://{ipc_dir}/nobody-either", linger=0)
+    main = threading.main_thread().ident
+    timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            push.send([np.zeros(4, np.uint8)])
+    finally:
+        timer.cancel()
+        push.close()
+
+
 def test_signal_interrupts_a_blocked_receive(ipc_dir):
     silent = tensorcom.Connection(f"zpull+ipc://{ipc_dir}/quiet")
     main = threading.main_thread().ident

@@ -193,6 +193,8 @@ class Connection {
   // cannot then hold it in a send that no signal ends.
   // Throws TransportError; REQUIRES a PUSH or PUB connection.
   [[nodiscard]] Sent try_send(std::span<const Tensor> batch);
+  // The same, framed as `framing` says instead of options().framing.
+  [[nodiscard]] Sent try_send(std::span<const Tensor> batch, Framing framing);
 
   // Binds or connects more URLs on the same socket (expanded as the
   // constructor's). Throws UrlError for a bad URL or one that cannot share
