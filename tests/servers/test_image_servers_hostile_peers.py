@@ -318,7 +318,7 @@ print(made)
 """
 
 
-def test_a_curve_handshake_flood_leaves_memory_flat_and_the_allowed_trainer_served(clean_data, tmp_path):
+def test_a_curve_handshake_flood_leaves_the_server_memory_flat(clean_data, tmp_path):
     """Peers with keys not on the allow-list open connection after connection
     for 6 s: each is refused in its handshake, and the server's memory stays
     within 32 MiB of where it was."""
