@@ -189,25 +189,35 @@ def test_a_subscriber_that_never_reads_does_not_hold_a_stop(clean_data):
         ctx.term()
 
 
+JPEG_HEAD = b"\xff\xd8\xff\xe0"  # a JPEG's first bytes: the member is read whole
+
+
+def zero_member_run(root, rundir, seed, count, size, args, head=b""):
+    """Serves a .tar.gz of `count` zero-filled members of `size` bytes, each
+    starting with `head`, then four good samples g0-g3; and the good samples
+    alone. Returns the first run and how many MiB more its peak memory was."""
+    if _sanitized(h.SHARDS_EXE):
+        pytest.skip("sanitizer build: its allocator keeps freed memory on purpose")
+    d = tempfile.mkdtemp(dir=root, prefix="zm")
+    good = good_samples(np.random.default_rng(seed), 4, "g")
+    path = write_zero_members_tgz(os.path.join(d, "zeros.tar.gz"), count, size, good, head=head)
+    assert os.path.getsize(path) < 8 << 20
+    baseline = write_zero_members_tgz(os.path.join(d, "none.tar.gz"), 0, 0, good)
+    r = run(["-u", path] + args, rundir)
+    plain = run(["-u", baseline] + args, tempfile.mkdtemp(dir=root, prefix="zp"))
+    assert r.rc == 0 and plain.rc == 0, (r, plain)
+    return r, peak_memory_mib(r) - peak_memory_mib(plain)
+
+
 def test_memory_limit_bounds_buffered_samples_in_bytes(root, rundir):
     """Sixty-four 900 KiB members (58 MB that pack into a few hundred KB)
     must not all sit in the shuffle buffer: --memory-limit 32 MiB bounds
     what the server holds in bytes."""
-    if _sanitized(h.SHARDS_EXE):
-        pytest.skip("sanitizer build: its allocator keeps freed memory on purpose")
-    rng = np.random.default_rng(21)
-    d = tempfile.mkdtemp(dir=root, prefix="ml")
-    good = good_samples(rng, 4, "g")
-    path = write_zero_members_tgz(os.path.join(d, "zeros.tar.gz"), 64, 900 << 10, good, head=b"\xff\xd8\xff\xe0")
-    assert os.path.getsize(path) < 4 << 20
-    baseline = write_zero_members_tgz(os.path.join(d, "none.tar.gz"), 0, 0, good)
     args = ["--epochs", "1", "--meta", "-b", "1", "--size", "32", "-r", "0", "--memory-limit", str(32 << 20)]
-    r = run(["-u", path] + args, rundir)
-    assert r.rc == 0, r
+    r, grown = zero_member_run(root, rundir, 21, 64, 900 << 10, args, head=JPEG_HEAD)
     assert r.summary()[2] == {"missing label": 64}, r.summary()
     r.assert_replaced([f"g{i}" for i in range(4)], every=False)
-    plain = run(["-u", baseline] + args, tempfile.mkdtemp(dir=root, prefix="mp"))
-    assert peak_memory_mib(r) - peak_memory_mib(plain) < 32, (r.out, plain.out)
+    assert grown < 32, r.out
 
 
 def test_running_out_of_memory_in_one_shard_ends_only_that_shard(root, rundir):
@@ -269,39 +279,21 @@ def test_the_memory_limit_bounds_images_that_look_like_jpegs(root, rundir):
     hundred KB) under --memory-limit 128 MiB: an image over what the limit
     leaves it is passed over unread, named, and the server stays within the
     limit; whole, they would be held by several stages at once."""
-    if _sanitized(h.SHARDS_EXE):
-        pytest.skip("sanitizer build: its allocator keeps freed memory on purpose")
-    rng = np.random.default_rng(29)
-    d = tempfile.mkdtemp(dir=root, prefix="mb")
-    good = good_samples(rng, 4, "g")
-    path = write_zero_members_tgz(os.path.join(d, "bomb.tar.gz"), 4, 64 << 20, good, head=b"\xff\xd8\xff\xe0")
-    baseline = write_zero_members_tgz(os.path.join(d, "none.tar.gz"), 0, 0, good)
     args = ["--epochs", "1", "--meta", "-b", "1", "--size", "32", "-r", "0", "--memory-limit", str(128 << 20)]
-    r = run(["-u", path] + args, rundir)
-    assert r.rc == 0, r
+    r, grown = zero_member_run(root, rundir, 29, 4, 64 << 20, args, head=JPEG_HEAD)
     assert r.summary()[2] == {"too large": 4}, r.summary()
     assert "the limit is 4194304 (what --memory-limit leaves an image)" in r.err, r.err
     r.assert_replaced([f"g{i}" for i in range(4)])
-    plain = run(["-u", baseline] + args, tempfile.mkdtemp(dir=root, prefix="mn"))
-    assert peak_memory_mib(r) - peak_memory_mib(plain) < 16, (r.out, plain.out)
+    assert grown < 16, r.out
 
 
 def test_a_member_that_is_no_image_is_not_buffered(root, rundir):
     """Sixteen 100 MiB zero-filled ".jpg" members (a shard of a few MB): each
     is read no further than its first bytes, which show it is no image, and
     skipped as undecodable; peak memory stays far below one member."""
-    if _sanitized(h.SHARDS_EXE):
-        pytest.skip("sanitizer build: its allocator keeps freed memory on purpose")
-    rng = np.random.default_rng(23)
-    d = tempfile.mkdtemp(dir=root, prefix="ni")
-    good = good_samples(rng, 4, "g")
-    path = write_zero_members_tgz(os.path.join(d, "zeros.tar.gz"), 16, 100 << 20, good)
-    baseline = write_zero_members_tgz(os.path.join(d, "none.tar.gz"), 0, 0, good)
     # A limit that leaves an image more than a member's 100 MiB.
     args = ["--epochs", "1", "--meta", "-b", "1", "--size", "32", "-r", "0", "--memory-limit", str(4 << 30)]
-    r = run(["-u", path] + args, rundir)
-    assert r.rc == 0, r
+    r, grown = zero_member_run(root, rundir, 23, 16, 100 << 20, args)
     assert r.summary()[2] == {"missing label": 16}, r.summary()
     r.assert_replaced([f"g{i}" for i in range(4)])
-    plain = run(["-u", baseline] + args, tempfile.mkdtemp(dir=root, prefix="nb"))
-    assert peak_memory_mib(r) - peak_memory_mib(plain) < 32, (r.out, plain.out)
+    assert grown < 32, r.out
