@@ -7,7 +7,6 @@
 #include <thread>
 #include <utility>
 
-#include "pipeline/memory_budget.h"
 #include "tensorcom/formats/printable.h"
 #include "tensorcom/metrics/metrics_server.h"
 #include "tensorcom/programs/program.h"
@@ -217,20 +216,8 @@ void ImageServerCli::finish() {
   finish_format();
   finish_size_schedule();
   check_bounds();
-  fit_images_to_memory();
+  fit_images_to_memory(s);
   if (!s.metrics_address.empty()) (void)metrics::parse_host_port(s.metrics_address);  // refused before serving
-}
-
-// An image larger than its share of --memory-limit is passed over unread,
-// as one over --max-image-bytes is (memory_budget.h).
-void ImageServerCli::fit_images_to_memory() {
-  ImageServerOptions& s = server;
-  const std::uint64_t limit = s.memory_limit ? s.memory_limit : default_memory_limit();
-  const std::size_t workers = static_cast<std::size_t>(std::max(s.workers, 1));
-  const std::uint64_t fits = pipeline::memory_budget(limit, s.max_image_bytes, workers, s.read_ahead).image;
-  if (fits >= s.max_image_bytes) return;
-  s.max_image_bytes = fits;
-  s.image_bytes_fit_memory = true;
 }
 
 // The reference spreads its decoding over -p processes of -N DataLoader

@@ -44,7 +44,6 @@ struct ImageServerCli {
   void finish_format();
   void finish_size_schedule();
   void check_bounds() const;
-  void fit_images_to_memory();
   boost::program_options::variables_map vars_;
   std::string layout_ = "BHWC";
   std::string dtype_ = "uint8";

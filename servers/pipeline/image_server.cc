@@ -147,7 +147,7 @@ struct Serving {
       : options(options),
         source(source),
         log(server_log(options)),
-        memory_limit(options.memory_limit ? options.memory_limit : default_memory_limit()),
+        memory_limit(memory_limit_of(options)),
         counters(log, worker_count(options)),
         queue(queue_capacity(options), budget.queue, [](const Dispatched& d) { return buffered_bytes(*d.sample); }),
         assembler(format_of(options, epoch_size(options, 0)), batch_buffers(options), largest_size(options)),
@@ -315,6 +315,18 @@ std::uint64_t default_memory_limit() {
   return std::clamp<std::uint64_t>(physical / 8, std::uint64_t{64} << 20, std::uint64_t{4} << 30);
 }
 
+std::uint64_t memory_limit_of(const ImageServerOptions& options) {
+  return options.memory_limit ? options.memory_limit : default_memory_limit();
+}
+
+void fit_images_to_memory(ImageServerOptions& options) {
+  const std::uint64_t fits =
+      memory_budget(memory_limit_of(options), options.max_image_bytes, worker_count(options), options.read_ahead).image;
+  if (fits >= options.max_image_bytes) return;
+  options.max_image_bytes = fits;
+  options.image_bytes_fit_memory = true;
+}
+
 bool has_remote_units(const SampleSource& source) {
   for (std::size_t unit = 0; unit < source.units(); ++unit) {
     if (source.is_remote(unit)) return true;
@@ -338,8 +350,8 @@ int run_image_server(const ImageServerOptions& options, SampleSource& source) {
   }
 
   const std::size_t read_ahead = has_remote_units(source) ? resolved.read_ahead : 0;
-  const MemoryBudget budget = memory_budget(resolved.memory_limit ? resolved.memory_limit : default_memory_limit(),
-                                            resolved.max_image_bytes, worker_count(resolved), read_ahead);
+  const MemoryBudget budget =
+      memory_budget(memory_limit_of(resolved), resolved.max_image_bytes, worker_count(resolved), read_ahead);
   // Declared before the serving that reads through it: it ends after.
   std::optional<ReadAheadSource> ahead;
   if (read_ahead > 0) ahead.emplace(source, ReadAheadSource::Options{read_ahead, budget.read_ahead});

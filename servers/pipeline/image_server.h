@@ -103,6 +103,12 @@ struct ImageServerOptions {
 
 // An eighth of the machine's physical memory, between 64 MiB and 4 GiB.
 [[nodiscard]] std::uint64_t default_memory_limit();
+// The memory limit a server runs under: options.memory_limit, or the default.
+[[nodiscard]] std::uint64_t memory_limit_of(const ImageServerOptions& options);
+// Lowers options.max_image_bytes to what the memory limit leaves one image
+// (memory_budget.h): a larger one is passed over unread, as one over
+// --max-image-bytes is. Says so in options.image_bytes_fit_memory.
+void fit_images_to_memory(ImageServerOptions& options);
 
 // Serves source's samples until the epochs are done or should_stop; writes
 // report lines and a summary to options.progress. Returns the exit status: 1 if an
