@@ -25,6 +25,11 @@ using namespace tensorcom;
 
 namespace {
 
+// Recordings up to this size are sent from memory every epoch.
+constexpr std::uint64_t kDefaultCacheBytes = std::uint64_t{1} << 30;
+// Unused read buffers kept when --queue-bytes does not bound the queue.
+constexpr std::size_t kDefaultPoolBytes = std::size_t{256} << 20;
+
 struct ServeTenOptions {
   std::vector<std::string> inputs;     // .ten files, brace-expanded
   std::vector<std::string> addresses;  // URLs to serve on
@@ -32,25 +37,69 @@ struct ServeTenOptions {
   double rate = 0;                     // batches/s limit (0: none)
   std::uint64_t report = 0;            // report line every N batches (0: never)
   std::size_t group = kInferListLength;
+  std::uint64_t cache_bytes = kDefaultCacheBytes;  // lists kept in memory from the start
   ConnectionOptions connection;
   std::string metrics_address;             // HOST:PORT for Prometheus metrics (empty: none)
   double metrics_hold_s = 0;               // seconds to keep answering scrapes at the end
   Milliseconds wait_for_receiver{120000};  // zpush: before the first list (0: no wait)
 };
 
-// The input files, brace-expanded, and how many lists they hold.
+// Recorded batches keep the receipt requests of the server that sent them
+// first; sent again under them, receivers would confirm to a server long
+// gone and drop a second pass over the files as copies. A list whose
+// metadata asks for receipts goes out with metadata that does not.
+TensorList without_receipt(const TensorList& list) {
+  if (list.empty() || list.back().info() != kMetadataInfo) return list;
+  std::optional<BatchMetadata> metadata;
+  try {
+    metadata = find_metadata(list);
+  } catch (const FormatError&) {
+    return list;  // not ours to judge: sent as recorded
+  }
+  if (!metadata || !metadata->receipt) return list;
+  metadata->receipt.reset();
+  TensorList out(list.begin(), list.end() - 1);
+  out.push_back(metadata_tensor(*metadata));
+  return out;
+}
+
+// The input files, brace-expanded, how many lists they hold, and the lists
+// of the files kept in memory.
 struct Inputs {
   std::vector<std::string> files;
+  // Per file: its lists when the whole file fit in what was left of the
+  // cache, ready to send (see without_receipt); nothing when it is read
+  // as it is sent.
+  std::vector<std::optional<std::vector<TensorList>>> cached;
   std::uint64_t lists = 0;
+  std::uint64_t cached_bytes = 0;
 };
 
 // Reads every list once, one at a time, so that a damaged file is refused
-// before anything is served.
-Inputs check_inputs(const std::vector<std::string>& patterns, std::size_t group) {
-  Inputs inputs{brace_expand_all(patterns), 0};
+// before anything is sent. Whole files are kept while they fit in
+// cache_bytes: sent from memory, a list costs no read and no copy (ZeroMQ
+// sends straight from the buffer), and the transport, not the page cache,
+// sets the pace. Memory holds at most cache_bytes plus one list.
+Inputs check_inputs(const std::vector<std::string>& patterns, std::size_t group, std::uint64_t cache_bytes) {
+  Inputs inputs{brace_expand_all(patterns), {}, 0, 0};
   for (const std::string& file : inputs.files) {
     TenListReader reader(file, group);
-    while (reader.next()) ++inputs.lists;
+    std::vector<TensorList> kept;
+    std::uint64_t kept_bytes = 0;
+    bool fits = true;
+    while (auto list = reader.next()) {
+      ++inputs.lists;
+      if (!fits) continue;
+      kept_bytes += batch_bytes(*list);
+      fits = inputs.cached_bytes + kept_bytes <= cache_bytes;
+      if (fits) {
+        kept.push_back(without_receipt(*list));
+      } else {
+        kept = {};  // the file is read as it is sent
+      }
+    }
+    if (fits) inputs.cached_bytes += kept_bytes;
+    inputs.cached.push_back(fits ? std::optional(std::move(kept)) : std::nullopt);
   }
   if (inputs.lists == 0) throw ArgumentError("the input files hold no tensors");
   return inputs;
@@ -105,25 +154,6 @@ bool send_unless_stopped(Connection& connection, const TensorList& list, metrics
   return true;
 }
 
-// Recorded batches keep the receipt requests of the server that sent them
-// first; sent again under them, receivers would confirm to a server long
-// gone and drop a second pass over the files as copies. A list whose
-// metadata asks for receipts goes out with metadata that does not.
-TensorList without_receipt(const TensorList& list) {
-  if (list.empty() || list.back().info() != kMetadataInfo) return list;
-  std::optional<BatchMetadata> metadata;
-  try {
-    metadata = find_metadata(list);
-  } catch (const FormatError&) {
-    return list;  // not ours to judge: sent as recorded
-  }
-  if (!metadata || !metadata->receipt) return list;
-  metadata->receipt.reset();
-  TensorList out(list.begin(), list.end() - 1);
-  out.push_back(metadata_tensor(*metadata));
-  return out;
-}
-
 // Throws if no receiver came in time.
 void await_receiver(Connection& connection, Milliseconds wait) {
   const auto say = [](std::string_view line) { std::cout << "serve-ten: " << line << std::endl; };
@@ -141,7 +171,7 @@ class ListSender {
   // Returns false if a stop signal came first.
   bool send(const TensorList& list) {
     pacer_.wait();
-    if (!send_unless_stopped(connection_, without_receipt(list), metrics_)) return false;
+    if (!send_unless_stopped(connection_, list, metrics_)) return false;
     ++sent_;
     if (report_ && sent_ % report_ == 0) {
       std::cout << "serve-ten: " << sent_ << " batches " << connection_.stats().summary() << std::endl;
@@ -158,16 +188,36 @@ class ListSender {
   std::uint64_t sent_ = 0;
 };
 
+// Says which files did not fit in memory: sending them costs a read and a
+// copy a list, which may bound the rate.
+void report_files_read_as_sent(const Inputs& inputs, std::uint64_t cache_bytes) {
+  const auto read_as_sent = std::count(inputs.cached.begin(), inputs.cached.end(), std::nullopt);
+  if (read_as_sent == 0) return;
+  std::cout << "serve-ten: " << read_as_sent << " of " << inputs.files.size() << " files are read as they are sent ("
+            << inputs.cached_bytes << " bytes of lists in memory, --cache-bytes " << cache_bytes << ")" << std::endl;
+}
+
+// Sends one file's lists as it reads them: memory holds one list beyond
+// what ZeroMQ has queued, and a file cut or rewritten since the last pass
+// is an error naming it (never SIGBUS, as a mapping would be).
+bool serve_file(const std::string& file, std::size_t group, const ReadBufferPool& pool, ListSender& sender) {
+  TenListReader reader(file, group, {}, &pool);
+  while (auto list = reader.next()) {
+    if (programs::stop_requested() || !sender.send(without_receipt(*list))) return false;
+  }
+  return true;
+}
+
 // One pass over the inputs; returns false if a stop signal came first.
-// Each list is read from its file as it is sent, so memory holds one list
-// beyond what ZeroMQ has queued, and a file cut or rewritten since the
-// last pass is an error naming it (never SIGBUS, as with the mapping).
-bool serve_epoch(const Inputs& inputs, std::size_t group, ListSender& sender) {
+bool serve_epoch(const Inputs& inputs, std::size_t group, const ReadBufferPool& pool, ListSender& sender) {
   const std::uint64_t before = sender.sent();
-  for (const std::string& file : inputs.files) {
-    TenListReader reader(file, group);
-    while (auto list = reader.next()) {
-      if (programs::stop_requested() || !sender.send(*list)) return false;
+  for (std::size_t i = 0; i < inputs.files.size(); ++i) {
+    if (!inputs.cached[i]) {
+      if (!serve_file(inputs.files[i], group, pool, sender)) return false;
+      continue;
+    }
+    for (const TensorList& list : *inputs.cached[i]) {
+      if (programs::stop_requested() || !sender.send(list)) return false;
     }
   }
   // Files emptied since the start would otherwise make --epochs 0 spin.
@@ -176,12 +226,13 @@ bool serve_epoch(const Inputs& inputs, std::size_t group, ListSender& sender) {
 }
 
 int serve(const ServeTenOptions& options) {
-  const Inputs inputs = check_inputs(options.inputs, options.group);
+  const Inputs inputs = check_inputs(options.inputs, options.group, options.cache_bytes);
   programs::refuse_inproc(options.addresses);
   Connection connection(options.addresses, options.connection);
   std::cout << "serve-ten: " << inputs.lists << " lists on " << connection.describe();
   for (const std::string& bound : connection.bound_addresses()) std::cout << " [bound " << bound << "]";
   std::cout << std::endl;
+  report_files_read_as_sent(inputs, options.cache_bytes);
   metrics::SenderMetrics metrics;
   std::unique_ptr<metrics::MetricsServer> metrics_server;
   if (!options.metrics_address.empty()) {
@@ -192,9 +243,12 @@ int serve(const ServeTenOptions& options) {
 
   await_receiver(connection, options.wait_for_receiver);
   ListSender sender(connection, metrics, options);
+  // The files read as they are sent reuse the buffers of lists sent; at
+  // most a queue's worth is kept unused.
+  const ReadBufferPool pool(options.connection.queue_bytes > 0 ? options.connection.queue_bytes : kDefaultPoolBytes);
   for (std::uint64_t epoch = 0; (options.epochs == 0 || epoch < options.epochs) && !programs::stop_requested();
        ++epoch) {
-    if (!serve_epoch(inputs, options.group, sender)) break;
+    if (!serve_epoch(inputs, options.group, pool, sender)) break;
   }
   if (programs::stop_requested()) shorten_linger_for_stop(connection);
   const Statistics& stats = connection.stats();
@@ -220,7 +274,10 @@ int main(int argc, char** argv) {
         "batches per second at most, in bursts of at most max(2, rate/10) (0: no limit)")(
         "report,r", po::value(&o.report)->default_value(0), "print a rate line every N batches (0: never)")(
         "group,g", po::value(&o.group)->default_value(kInferListLength), "tensors per list in the files (0: infer)")(
-        "single", "send single-buffer messages instead of multipart")(
+        "cache-bytes", po::value(&o.cache_bytes)->default_value(o.cache_bytes),
+        "bytes of lists kept in memory from the start: whole files that fit are sent from memory every epoch, the "
+        "rest read as sent (0: read every list as it is sent)")("single",
+                                                                "send single-buffer messages instead of multipart")(
         "hwm", po::value(&o.connection.send_high_water_mark)->default_value(1000),
         "batches queued per peer (ZeroMQ's count), at most --queue-bytes of them")(
         "queue-bytes", po::value(&o.connection.queue_bytes)->default_value(o.connection.queue_bytes),

@@ -351,3 +351,63 @@ TEST_CASE("replacing a file through a temporary one") {
     CHECK_THROWS_AS(TenWriter(dir.path / "no" / "out.ten", TenWriter::Mode::kReplace), IoError);
   }
 }
+
+namespace {
+
+bool same_list(const TensorList& a, const TensorList& b) { return same_lists({a}, {b}); }
+
+}  // namespace
+
+TEST_CASE("a read buffer pool hands the pages of lists no longer used to the next") {
+  TempDir dir;
+  fs::path file = dir.path / "batches.ten";
+  {
+    TenWriter writer(file);
+    for (std::uint8_t fill = 1; fill <= 3; ++fill) writer.write(batch(64, fill));  // 3 KiB images a list
+  }
+  const std::vector<TensorList> expected = read_ten_lists(file);
+  REQUIRE(expected.size() == 3);
+
+  SUBCASE("a list freed gives its buffer to the next, whose contents are its own") {
+    const ReadBufferPool pool(1 << 20);
+    TenListReader reader(file, kInferListLength, {}, &pool);
+    const std::byte* first_data = nullptr;
+    {
+      const TensorList first = *reader.next();
+      CHECK(same_list(first, expected[0]));
+      first_data = first[0].data();
+      CHECK(pool.free_bytes() == 0);
+    }
+    CHECK(pool.free_bytes() > 0);
+    const TensorList second = *reader.next();
+    CHECK(second[0].data() == first_data);
+    CHECK(pool.free_bytes() == 0);
+    CHECK(same_list(second, expected[1]));
+  }
+  SUBCASE("lists in use never share a buffer") {
+    const ReadBufferPool pool(1 << 20);
+    TenListReader reader(file, kInferListLength, {}, &pool);
+    const TensorList first = *reader.next(), second = *reader.next(), third = *reader.next();
+    CHECK(first[0].data() != second[0].data());
+    CHECK(second[0].data() != third[0].data());
+    CHECK(same_list(third, expected[2]));
+    CHECK(same_list(first, expected[0]));
+  }
+  SUBCASE("the pool keeps no more than its bound") {
+    const ReadBufferPool pool(0);
+    TenListReader reader(file, kInferListLength, {}, &pool);
+    (void)reader.next();
+    CHECK(pool.free_bytes() == 0);
+    CHECK(same_list(*reader.next(), expected[1]));
+  }
+  SUBCASE("lists outlive the pool and the reader") {
+    std::optional<TensorList> kept;
+    {
+      const ReadBufferPool pool(1 << 20);
+      TenListReader reader(file, kInferListLength, {}, &pool);
+      (void)reader.next();
+      kept = reader.next();
+    }
+    CHECK(same_list(*kept, expected[1]));
+  }
+}

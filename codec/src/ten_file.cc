@@ -1,6 +1,7 @@
 #include "tensorcom/codec/ten_file.h"
 
 #include "list_pattern.h"
+#include "read_buffer.h"
 #include "tensorcom/codec/regular_file.h"
 
 #include <fcntl.h>
@@ -23,6 +24,7 @@ namespace tensorcom {
 namespace {
 using detail::ListPattern;
 using detail::PeriodFinder;
+using detail::ReadBuffer;
 using detail::same_signature;
 using detail::signature_of;
 using detail::whole_sequence_length;
@@ -35,49 +37,6 @@ struct FdCloser {
 };
 
 // ---- the file, read with pread ----
-
-// Memory that bytes read from a file go to, mapped anonymously. Reading into
-// fresh memory is bound by its page faults, one per 4 KiB page, which cost
-// more than the copy itself; buffers of 2 MiB and more are therefore aligned
-// to 2 MiB and advised for transparent huge pages (taken where the system's
-// THP mode is "always" or "madvise"; elsewhere the advice is ignored).
-class ReadBuffer {
- public:
-  // Throws IoError if the memory cannot be mapped.
-  [[nodiscard]] static std::shared_ptr<const ReadBuffer> allocate(std::size_t size) {
-    const bool huge = size >= kHugePage;
-    const std::size_t length = round_up(std::max<std::size_t>(size, 1), huge ? kHugePage : kPage);
-    const std::size_t slack = huge ? kHugePage : 0;
-    void* p = ::mmap(nullptr, length + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw IoError("cannot map " + std::to_string(size) + " bytes to read a .ten file into", errno);
-    auto* start = static_cast<std::byte*>(p);
-    auto* data =
-        reinterpret_cast<std::byte*>(round_up(reinterpret_cast<std::uintptr_t>(start), huge ? kHugePage : kPage));
-    if (data != start) ::munmap(start, static_cast<std::size_t>(data - start));
-    if (const std::size_t tail = static_cast<std::size_t>(start + length + slack - (data + length))) {
-      ::munmap(data + length, tail);
-    }
-    if (huge) (void)::madvise(data, length, MADV_HUGEPAGE);
-    return std::shared_ptr<const ReadBuffer>(new ReadBuffer(data, size, length));
-  }
-  ~ReadBuffer() { ::munmap(data_, length_); }
-  ReadBuffer(const ReadBuffer&) = delete;
-  ReadBuffer& operator=(const ReadBuffer&) = delete;
-
-  [[nodiscard]] std::byte* data() const noexcept { return data_; }
-  [[nodiscard]] std::span<std::byte> bytes() const noexcept { return {data_, size_}; }
-
- private:
-  static constexpr std::size_t kPage = 4096;
-  static constexpr std::size_t kHugePage = 2u << 20;
-  static std::size_t round_up(std::size_t n, std::size_t to) noexcept { return (n + to - 1) / to * to; }
-  ReadBuffer(std::byte* data, std::size_t size, std::size_t length) noexcept
-      : data_(data), size_(size), length_(length) {}
-
-  std::byte* data_;
-  std::size_t size_;    // bytes asked for
-  std::size_t length_;  // bytes mapped
-};
 
 // An open .ten file of the size it had when opened. Everything is read with
 // pread into the caller's memory (see ten_file.h for why not mmap), so a
@@ -103,9 +62,11 @@ class TenFile {
     }
   }
 
-  // The bytes [begin, end) in a fresh page-aligned buffer.
-  [[nodiscard]] std::shared_ptr<const ReadBuffer> read_range(std::uint64_t begin, std::uint64_t end) const {
-    auto buffer = ReadBuffer::allocate(static_cast<std::size_t>(end - begin));
+  // The bytes [begin, end) in a page-aligned buffer of their own, from the
+  // pool if one is given.
+  [[nodiscard]] std::shared_ptr<const ReadBuffer> read_range(
+      std::uint64_t begin, std::uint64_t end, std::shared_ptr<ReadBufferPool::State> pool = nullptr) const {
+    auto buffer = ReadBuffer::allocate(static_cast<std::size_t>(end - begin), std::move(pool));
     read_exact(begin, buffer->bytes());
     return buffer;
   }
@@ -258,9 +219,9 @@ std::vector<TensorExtent> next_list_extents(TensorWalker& walker, std::size_t le
 // of the file would. Throws
 // FormatError (the file's offsets), IoError.
 TensorList read_tensors(const TenFile& file, std::span<const TensorExtent> extents, std::uint64_t first_index,
-                        const DecodeLimits& limits) {
+                        const DecodeLimits& limits, std::shared_ptr<ReadBufferPool::State> pool) {
   const std::uint64_t begin = extents.front().offset;
-  const auto buffer = file.read_range(begin, extents.back().end);
+  const auto buffer = file.read_range(begin, extents.back().end, std::move(pool));
   TensorList tensors;
   tensors.reserve(extents.size());
   for (std::size_t i = 0; i < extents.size(); ++i) {
@@ -298,15 +259,17 @@ struct TenListReader::State {
   ListPattern pattern;
   std::size_t length = 0;
   std::uint64_t lists = 0;
+  std::shared_ptr<ReadBufferPool::State> pool;  // null: fresh memory a list
   DecodeLimits limits;
 };
 
 TenListReader::TenListReader(const std::filesystem::path& path, std::size_t tensors_per_list,
-                             const DecodeLimits& limits) {
+                             const DecodeLimits& limits, const ReadBufferPool* pool) {
   check_given_length(path, tensors_per_list, limits);
   state_ = std::make_unique<State>(path, ListPattern(tensors_per_list, limits.max_tensors));
   State& s = *state_;
   s.limits = limits;
+  if (pool) s.pool = pool->state();
   try {
     // Headers only: no data is read until a list is.
     TensorWalker scan(s.file);
@@ -338,7 +301,7 @@ std::optional<TensorList> TenListReader::next() {
   TensorList list;
   try {
     const std::vector<TensorExtent> extents = next_list_extents(s.walker, s.length);
-    list = read_tensors(s.file, extents, first, s.limits);
+    list = read_tensors(s.file, extents, first, s.limits, s.pool);
     // Tensors the constructor saw were checked there.
     for (std::size_t i = 0; i < list.size(); ++i) {
       const std::uint64_t index = first + i;
@@ -414,7 +377,7 @@ SalvageReport salvage_ten(const std::filesystem::path& path, std::size_t tensors
   TensorWalker walker(file);
   for (std::uint64_t l = 0; l < whole_lists; ++l) {
     const std::uint64_t first = walker.count();
-    TensorList list = read_tensors(file, next_list_extents(walker, length), first, limits);
+    TensorList list = read_tensors(file, next_list_extents(walker, length), first, limits, nullptr);
     report.tensors += list.size();
     ++report.lists;
     each(std::move(list));

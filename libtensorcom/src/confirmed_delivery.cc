@@ -94,7 +94,7 @@ class ConfirmedDelivery::Impl {
     }
     if (!send_until_stopped(data_, batch, how)) return false;
     const std::uint64_t bytes = batch_bytes(batch);
-    kept_[sequence] = Kept{std::move(batch), bytes, Clock::now(), connections(data_).lost, std::nullopt};
+    kept_[sequence] = Kept{std::move(batch), bytes, Clock::now(), std::nullopt};
     kept_bytes_ += bytes;
     ++counts_.sent;
     read_receipts();
@@ -133,8 +133,7 @@ class ConfirmedDelivery::Impl {
     TensorList batch;
     std::uint64_t bytes = 0;
     Clock::time_point sent_at;
-    std::uint64_t lost_at_send = 0;                  // connections lost before it was (last) sent
-    std::optional<Clock::time_point> suspect_since;  // a connection was lost since it was sent
+    std::optional<Clock::time_point> suspect_since;  // a connection was lost about when or since it was sent
   };
 
   void open_receipt_socket(const std::vector<Endpoint>& endpoints, const ConnectionOptions& data_options) {
@@ -222,18 +221,29 @@ class ConfirmedDelivery::Impl {
     return std::max<Clock::duration>(options_.resend_after, 2 * longest);
   }
 
-  // Marks what was sent before a connection was lost, then sends again what
+  // Whether a connection was lost after a batch was sent, or so shortly
+  // before that the batch may have gone into its pipe: the monitor counts a
+  // loss as the I/O thread sees it, and the socket takes the pipe out of
+  // its rotation only later, dropping what it queued there meanwhile.
+  bool loss_may_have_taken(const Kept& kept) const {
+    constexpr std::chrono::seconds kLossSettling{1};
+    return last_loss_seen_ && *last_loss_seen_ + kLossSettling >= kept.sent_at;
+  }
+
+  // Marks what may have gone with a lost connection, then sends again what
   // has stayed unconfirmed for the grace since. False if a stop came first.
   bool resend_due(const StoppableSend& how) {
     const auto now = Clock::now();
-    const std::uint64_t lost = connections(data_).lost;
+    if (const std::uint64_t lost = connections(data_).lost; lost != losses_seen_) {
+      losses_seen_ = lost;
+      last_loss_seen_ = now;
+    }
     const Clock::duration grace = resend_grace();
     for (auto& [sequence, kept] : kept_) {
-      if (kept.lost_at_send < lost && !kept.suspect_since) kept.suspect_since = now;
+      if (!kept.suspect_since && loss_may_have_taken(kept)) kept.suspect_since = now;
       if (!kept.suspect_since || now - *kept.suspect_since < grace) continue;
       if (!send_until_stopped(data_, kept.batch, how)) return false;
       kept.sent_at = Clock::now();
-      kept.lost_at_send = connections(data_).lost;
       kept.suspect_since.reset();
       ++counts_.resent;
     }
@@ -257,6 +267,8 @@ class ConfirmedDelivery::Impl {
   std::map<std::uint64_t, Kept> kept_;
   std::uint64_t kept_bytes_ = 0;
   std::deque<Clock::duration> recent_delays_;
+  std::uint64_t losses_seen_ = 0;                    // connections lost, as last counted
+  std::optional<Clock::time_point> last_loss_seen_;  // when that count last grew
   DeliveryCounts counts_;
 };
 

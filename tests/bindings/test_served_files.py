@@ -1,6 +1,7 @@
 """A .ten file cut while serve-ten serves it or after tenbin.load() read it
-(no SIGBUS: the files are read, not mapped), and serve-ten --rate as a cap
-over every window (no catch-up burst after a stall).
+(no SIGBUS: the files are read, not mapped), files kept in memory within
+serve-ten's --cache-bytes, and serve-ten --rate as a cap over every window
+(no catch-up burst after a stall).
 
 Environment (set by meson test): PYTHONPATH (<build>/bindings),
 TENSORCOM_BUILD_DIR (servers/serve-ten, tools/tenbin). Every process and
@@ -58,11 +59,12 @@ def stop(proc):
 
 
 def test_serve_ten_survives_its_file_being_cut(tmp_path, ipc_dir):
-    # 64 batches of 8 x 256 x 256 x 3 (1.5 MiB each), read one at a time;
-    # the file is cut to a few batches while most are still unsent.
+    # 64 batches of 8 x 256 x 256 x 3 (1.5 MiB each), read one at a time
+    # (none kept in memory); the file is cut to a few batches while most
+    # are still unsent.
     path = synth(tmp_path / "big.ten", 64, 256)
     url = f"ipc://{ipc_dir}/cut"
-    proc = start_serve_ten(["-i", str(path), "--epochs", "0", "--hwm", "1", "zpush+" + url])
+    proc = start_serve_ten(["-i", str(path), "--epochs", "0", "--hwm", "1", "--cache-bytes", "0", "zpush+" + url])
     try:
         with tensorcom.Connection("zpull+" + url, timeout=TIMEOUT_S, recv_hwm=1) as pull:
             for _ in range(3):
@@ -83,6 +85,53 @@ def test_serve_ten_survives_its_file_being_cut(tmp_path, ipc_dir):
     if code == 1:
         lines = err.strip().splitlines()
         assert len(lines) == 1 and "big.ten" in lines[0], err
+
+
+def receive_epochs(url, count):
+    with tensorcom.Connection("zpull+" + url, timeout=TIMEOUT_S) as pull:
+        return [pull.recv() for _ in range(count)]
+
+
+def same_batches(got, expected):
+    return len(got) == len(expected) and all(
+        len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b)) for a, b in zip(got, expected))
+
+
+def test_files_that_fit_are_sent_from_memory_as_read_at_the_start(tmp_path, ipc_dir):
+    path = synth(tmp_path / "kept.ten", 6, 64)
+    expected = tenbin.load_lists(str(path))
+    url = f"ipc://{ipc_dir}/kept"
+    proc = start_serve_ten(["-i", str(path), "--epochs", "2", "zpush+" + url])
+    try:
+        assert "lists on" in proc.stdout.readline()
+        os.truncate(path, 0)  # read already: both epochs come from memory
+        got = receive_epochs(url, 2 * len(expected))
+        assert proc.wait(TIMEOUT_S) == 0, proc.stderr.read()
+    finally:
+        stop(proc)
+    assert same_batches(got, expected + expected)
+
+
+@pytest.mark.parametrize("cache_bytes", ["0", "1000000"])
+def test_files_past_the_cache_are_read_as_sent_and_said_so(tmp_path, ipc_dir, cache_bytes):
+    # Two files of 6 lists, 590 KB and 2.4 MB: the second does not fit in
+    # 1000000 bytes, neither fits in 0; either way every list comes, twice,
+    # through reused read buffers.
+    first, second = synth(tmp_path / "a.ten", 6, 64), synth(tmp_path / "b.ten", 6, 128)
+    expected = tenbin.load_lists(str(first)) + tenbin.load_lists(str(second))
+    url = f"ipc://{ipc_dir}/read"
+    proc = start_serve_ten(["-i", str(first), "-i", str(second), "--epochs", "2", "--cache-bytes", cache_bytes,
+                            "zpush+" + url])
+    try:
+        assert "12 lists on" in proc.stdout.readline()
+        said = proc.stdout.readline()
+        read_as_sent = 2 if cache_bytes == "0" else 1
+        assert f"serve-ten: {read_as_sent} of 2 files are read as they are sent" in said, said
+        got = receive_epochs(url, 2 * len(expected))
+        assert proc.wait(TIMEOUT_S) == 0, proc.stderr.read()
+    finally:
+        stop(proc)
+    assert same_batches(got, expected + expected)
 
 
 def test_load_then_cut_touches_every_array_without_a_crash(tmp_path):

@@ -32,6 +32,30 @@ namespace tensorcom {
 // file name in the message.
 [[nodiscard]] TensorList read_ten(const std::filesystem::path& path, const DecodeLimits& limits = {});
 
+// Keeps the buffers of lists no longer in use, for later lists of the same
+// size: a reader that reads the same files again and again (serve-ten's
+// epochs) then reads into pages already in place, where fresh pages cost
+// the kernel more to zero than the read costs to copy. Holds at most
+// max_free_bytes of unused buffers. Buffers come back from any thread
+// (ZeroMQ frees a list once it has sent it); what the pool holds lives as
+// long as the pool or any buffer it gave out.
+class ReadBufferPool {
+ public:
+  explicit ReadBufferPool(std::size_t max_free_bytes);
+  ~ReadBufferPool();
+  ReadBufferPool(const ReadBufferPool&) = delete;
+  ReadBufferPool& operator=(const ReadBufferPool&) = delete;
+
+  // Bytes of buffers kept, unused, now.
+  [[nodiscard]] std::size_t free_bytes() const;
+
+  struct State;  // shared with the buffers given out
+  [[nodiscard]] const std::shared_ptr<State>& state() const noexcept { return state_; }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
 // Tells the list readers to find the list length from the tensors themselves.
 inline constexpr std::size_t kInferListLength = 0;
 
@@ -53,8 +77,10 @@ class TenListReader {
   // naming the file (a damaged tensor among those read to infer the length;
   // no list length of at most limits.max_tensors), ArgumentError for a
   // tensors_per_list over limits.max_tensors.
+  // pool: where list buffers come from and go back to (none: each list
+  // gets fresh memory, freed with its last tensor).
   explicit TenListReader(const std::filesystem::path& path, std::size_t tensors_per_list = kInferListLength,
-                         const DecodeLimits& limits = {});
+                         const DecodeLimits& limits = {}, const ReadBufferPool* pool = nullptr);
   TenListReader(TenListReader&&) noexcept;
   TenListReader& operator=(TenListReader&&) noexcept;
   ~TenListReader();
