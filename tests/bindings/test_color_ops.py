@@ -1,0 +1,72 @@
+"""The colour operations against torchvision's functional API on PIL images:
+equal bit for bit, for every operation over a spread of magnitudes, on
+textured images of awkward sizes down to 1x1 and one-pixel-thin strips."""
+import numpy as np
+import pytest
+
+from pictures import textured
+from tensorcom import _tensorcom as C
+
+F = pytest.importorskip("torchvision.transforms.functional")
+from PIL import Image  # noqa: E402  (python3-pil comes with torchvision)
+
+SIZES = [(1, 1), (1, 9), (9, 1), (2, 2), (3, 3), (17, 5), (64, 48), (150, 201), (224, 224)]
+FACTORS = [0.0, 0.1, 0.37, 0.5, 0.99, 1.0, 1.3, 1.9, 4.0]
+CASES = {
+    "invert": [(0, lambda im, a: F.invert(im))],
+    "posterize": [(b, lambda im, a: F.posterize(im, int(a))) for b in range(0, 9)],
+    "solarize": [(t, lambda im, a: F.solarize(im, a)) for t in (0.0, 17.3, 100.0, 128.0, 200.5, 255.0, 256.0)],
+    "autocontrast": [(0, lambda im, a: F.autocontrast(im))],
+    "equalize": [(0, lambda im, a: F.equalize(im))],
+    "brightness": [(f, lambda im, a: F.adjust_brightness(im, a)) for f in FACTORS],
+    "saturation": [(f, lambda im, a: F.adjust_saturation(im, a)) for f in FACTORS],
+    "contrast": [(f, lambda im, a: F.adjust_contrast(im, a)) for f in FACTORS],
+    "sharpness": [(f, lambda im, a: F.adjust_sharpness(im, a)) for f in FACTORS],
+    "grayscale": [(0, lambda im, a: F.to_grayscale(im, 3))],
+}
+
+
+def images():
+    rng = np.random.default_rng(7)
+    out = [textured(rng, h, w) for h, w in SIZES]
+    # Flat and two-valued images: the degenerate histograms of autocontrast and equalize.
+    out.append(np.full((12, 10, 3), 77, np.uint8))
+    two = np.zeros((8, 8, 3), np.uint8)
+    two[::2] = 200
+    out.append(two)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_equals_torchvision_on_pil_bit_for_bit(name):
+    for argument, reference in CASES[name]:
+        for pixels in images():
+            want = np.asarray(reference(Image.fromarray(pixels), argument))
+            got = pixels.copy()
+            C.color_op(name, got, float(argument))
+            assert np.array_equal(got, want), (name, argument, pixels.shape,
+                                               int(np.abs(got.astype(int) - want).max()))
+
+
+@pytest.mark.parametrize("name, argument, message", [
+    ("posterize", 9, "posterize: bits must be an integer from 0 to 8"),
+    ("posterize", 2.5, "posterize: bits must be an integer from 0 to 8"),
+    ("contrast", -0.5, "contrast: the factor must not be negative"),
+    ("brightness", float("nan"), "brightness: the argument must be finite"),
+    ("swirl", 1.0, "no colour operation named 'swirl'"),
+])
+def test_bad_arguments_are_refused_naming_them(name, argument, message):
+    image = np.zeros((4, 4, 3), np.uint8)
+    with pytest.raises(ValueError, match=message):
+        C.color_op(name, image, argument)
+
+
+def test_only_writable_contiguous_rgb_images_are_taken():
+    with pytest.raises(ValueError, match=r"uint8 \(H, W, 3\)"):
+        C.color_op("invert", np.zeros((4, 4), np.uint8))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        C.color_op("invert", np.zeros((4, 8, 3), np.uint8)[:, ::2])
+    frozen = np.zeros((4, 4, 3), np.uint8)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        C.color_op("invert", frozen)
