@@ -25,6 +25,7 @@ const std::map<std::string, Operation, std::less<>>& operations() {
       {"saturation", [](RgbImage i, double f) { adjust_saturation(i, f); }},
       {"contrast", [](RgbImage i, double f) { adjust_contrast(i, f); }},
       {"sharpness", [](RgbImage i, double f) { adjust_sharpness(i, f); }},
+      {"hue", [](RgbImage i, double f) { adjust_hue(i, f); }},
       {"grayscale", [](RgbImage i, double) { to_grayscale(i); }},
   };
   return table;
@@ -35,6 +36,9 @@ void check_argument(std::string_view name, double argument) {
     throw ArgumentError("posterize: bits must be an integer from 0 to 8, not " + std::to_string(argument));
   }
   if (!std::isfinite(argument)) throw ArgumentError(std::string(name) + ": the argument must be finite");
+  if (name == "hue" && !(argument >= -0.5 && argument <= 0.5)) {
+    throw ArgumentError("hue: the factor must be in [-0.5, 0.5], not " + std::to_string(argument));
+  }
   if ((name == "brightness" || name == "saturation" || name == "contrast" || name == "sharpness") && argument < 0) {
     throw ArgumentError(std::string(name) + ": the factor must not be negative, not " + std::to_string(argument));
   }
@@ -59,7 +63,7 @@ void color_op(const std::string& name, py::array_t<std::uint8_t> image, double a
 void bind_color_ops(py::module_& m) {
   m.def("color_op", &color_op, py::arg("name"), py::arg("image"), py::arg("argument") = 0.0,
         "applies a colour operation (invert, posterize, solarize, autocontrast, equalize, brightness, saturation, "
-        "contrast, sharpness, grayscale) in place to a uint8 (H, W, 3) image, with Pillow's arithmetic");
+        "contrast, sharpness, hue, grayscale) in place to a uint8 (H, W, 3) image, with Pillow's arithmetic");
 }
 
 }  // namespace tensorcom::python

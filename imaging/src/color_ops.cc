@@ -1,6 +1,8 @@
 #include "tensorcom/imaging/color_ops.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <vector>
 
@@ -145,7 +147,70 @@ void smooth(const std::uint8_t* in, std::uint8_t* out, int width, int height) {
   }
 }
 
+struct Hsv {
+  std::uint8_t h, s, v;
+};
+
+// Pillow's RGB to HSV (Convert.c, after colorsys), its float and double
+// steps as Pillow takes them.
+Hsv rgb_to_hsv(const std::uint8_t* rgb) {
+  const std::uint8_t r = rgb[0], g = rgb[1], b = rgb[2];
+  const std::uint8_t maxc = std::max(r, std::max(g, b)), minc = std::min(r, std::min(g, b));
+  if (minc == maxc) return {0, 0, maxc};
+  const float cr = static_cast<float>(maxc - minc);
+  const float s = cr / static_cast<float>(maxc);
+  const float rc = static_cast<float>(maxc - r) / cr;
+  const float gc = static_cast<float>(maxc - g) / cr;
+  const float bc = static_cast<float>(maxc - b) / cr;
+  float h;
+  if (r == maxc) {
+    h = bc - gc;
+  } else if (g == maxc) {
+    h = static_cast<float>(2.0 + rc - bc);
+  } else {
+    h = static_cast<float>(4.0 + gc - rc);
+  }
+  h = static_cast<float>(std::fmod(h / 6.0 + 1.0, 1.0));
+  const auto clip8 = [](int v) { return static_cast<std::uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v); };
+  return {clip8(static_cast<int>(h * 255.0)), clip8(static_cast<int>(s * 255.0)), maxc};
+}
+
+// Pillow's HSV to RGB.
+void hsv_to_rgb(Hsv hsv, std::uint8_t* rgb) {
+  const std::uint8_t v = hsv.v;
+  if (hsv.s == 0) {
+    rgb[0] = rgb[1] = rgb[2] = v;
+    return;
+  }
+  const int i = static_cast<int>(std::floor(static_cast<float>(hsv.h) * 6.0 / 255.0));
+  const float f = static_cast<float>(static_cast<float>(hsv.h) * 6.0 / 255.0 - static_cast<float>(i));
+  const float fs = static_cast<float>(static_cast<float>(hsv.s) / 255.0);
+  const auto clip8 = [](double x) {
+    const int n = static_cast<int>(std::round(x));
+    return static_cast<std::uint8_t>(n < 0 ? 0 : n > 255 ? 255 : n);
+  };
+  const std::uint8_t p = clip8(static_cast<float>(v) * (1.0 - fs));
+  const std::uint8_t q = clip8(static_cast<float>(v) * (1.0 - fs * f));
+  const std::uint8_t t = clip8(static_cast<float>(v) * (1.0 - fs * (1.0 - f)));
+  const std::uint8_t table[6][3] = {{v, t, p}, {q, v, p}, {p, v, t}, {p, q, v}, {t, p, v}, {v, p, q}};
+  const std::uint8_t* out = table[i % 6];
+  rgb[0] = out[0];
+  rgb[1] = out[1];
+  rgb[2] = out[2];
+}
+
 }  // namespace
+
+void adjust_hue(RgbImage image, double hue_factor) {
+  // torchvision adds np.uint8(hue_factor * 255) to the hue plane, wrapping.
+  const auto shift = static_cast<std::uint8_t>(static_cast<int>(hue_factor * 255) & 0xff);
+  std::uint8_t* p = image.pixels;
+  for (std::size_t i = 0, n = value_count(image); i < n; i += 3) {
+    Hsv hsv = rgb_to_hsv(p + i);
+    hsv.h = static_cast<std::uint8_t>(hsv.h + shift);
+    hsv_to_rgb(hsv, p + i);
+  }
+}
 
 void invert(RgbImage image) {
   Lut lut;

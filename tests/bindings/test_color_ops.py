@@ -22,6 +22,7 @@ CASES = {
     "saturation": [(f, lambda im, a: F.adjust_saturation(im, a)) for f in FACTORS],
     "contrast": [(f, lambda im, a: F.adjust_contrast(im, a)) for f in FACTORS],
     "sharpness": [(f, lambda im, a: F.adjust_sharpness(im, a)) for f in FACTORS],
+    "hue": [(f, lambda im, a: F.adjust_hue(im, a)) for f in (-0.5, -0.3, -0.05, -0.001, 0.0, 0.1, 0.25, 0.5)],
     "grayscale": [(0, lambda im, a: F.to_grayscale(im, 3))],
 }
 
@@ -53,6 +54,7 @@ def test_equals_torchvision_on_pil_bit_for_bit(name):
     ("posterize", 2.5, "posterize: bits must be an integer from 0 to 8"),
     ("contrast", -0.5, "contrast: the factor must not be negative"),
     ("brightness", float("nan"), "brightness: the argument must be finite"),
+    ("hue", 0.6, r"hue: the factor must be in \[-0.5, 0.5\]"),
     ("swirl", 1.0, "no colour operation named 'swirl'"),
 ])
 def test_bad_arguments_are_refused_naming_them(name, argument, message):

@@ -42,6 +42,10 @@ void adjust_contrast(RgbImage image, double factor);
 // Sharpness: the image smoothed by Pillow's SMOOTH 3x3 kernel, its border
 // pixels left as they are.
 void adjust_sharpness(RgbImage image, double factor);
+// torchvision's adjust_hue on PIL: the hue of Pillow's HSV conversion
+// turned by int(hue_factor * 255) of 256 (hue_factor in [-0.5, 0.5]), then
+// back to RGB.
+void adjust_hue(RgbImage image, double hue_factor);
 // convert("L") then back to RGB: Pillow's luma (299/587/114 in 16-bit
 // fixed point) in all three channels.
 void to_grayscale(RgbImage image);
