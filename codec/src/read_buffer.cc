@@ -22,7 +22,8 @@ PageMapping map_pages(std::size_t length, bool huge) {
   void* p = ::mmap(nullptr, length + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw IoError("cannot map " + std::to_string(length) + " bytes to read a .ten file into", errno);
   auto* start = static_cast<std::byte*>(p);
-  auto* data = reinterpret_cast<std::byte*>(round_up(reinterpret_cast<std::uintptr_t>(start), huge ? kHugePage : kPage));
+  auto* data =
+      reinterpret_cast<std::byte*>(round_up(reinterpret_cast<std::uintptr_t>(start), huge ? kHugePage : kPage));
   if (data != start) ::munmap(start, static_cast<std::size_t>(data - start));
   if (const std::size_t tail = static_cast<std::size_t>(start + length + slack - (data + length))) {
     ::munmap(data + length, tail);
@@ -39,7 +40,8 @@ ReadBufferPool::State::~State() {
 
 bool ReadBufferPool::State::take(std::size_t length, PageMapping& out) {
   const std::lock_guard lock(mutex);
-  const auto found = std::find_if(free.begin(), free.end(), [length](const PageMapping& m) { return m.length == length; });
+  const auto found =
+      std::find_if(free.begin(), free.end(), [length](const PageMapping& m) { return m.length == length; });
   if (found == free.end()) return false;
   out = *found;
   free.erase(found);
