@@ -121,7 +121,7 @@ void bind_errors(py::module_& m);
 void bind_tenbin(py::module_& m);
 void bind_connection(py::module_& m);
 void bind_imaging(py::module_& m);
-void bind_color_ops(py::module_& m);
+void bind_image_ops(py::module_& m);
 void bind_gpu(py::module_& m);
 
 }  // namespace tensorcom::python

@@ -1,6 +1,8 @@
-"""The colour operations against torchvision's functional API on PIL images:
-equal bit for bit, for every operation over a spread of magnitudes, on
-textured images of awkward sizes down to 1x1 and one-pixel-thin strips."""
+"""The augmentation policies' operations against torchvision on PIL images:
+equal bit for bit, for every operation over a spread of magnitudes (the
+geometric ones through torchvision's own _apply_op, nearest and bilinear,
+with and without a fill colour), on textured images of awkward sizes down
+to 1x1 and one-pixel-thin strips."""
 import numpy as np
 import pytest
 
@@ -8,6 +10,8 @@ from pictures import textured
 from tensorcom import _tensorcom as C
 
 F = pytest.importorskip("torchvision.transforms.functional")
+autoaugment = pytest.importorskip("torchvision.transforms.autoaugment")
+from torchvision.transforms import InterpolationMode  # noqa: E402
 from PIL import Image  # noqa: E402  (python3-pil comes with torchvision)
 
 SIZES = [(1, 1), (1, 9), (9, 1), (2, 2), (3, 3), (17, 5), (64, 48), (150, 201), (224, 224)]
@@ -44,9 +48,34 @@ def test_equals_torchvision_on_pil_bit_for_bit(name):
         for pixels in images():
             want = np.asarray(reference(Image.fromarray(pixels), argument))
             got = pixels.copy()
-            C.color_op(name, got, float(argument))
+            C.image_op(name, got, float(argument))
             assert np.array_equal(got, want), (name, argument, pixels.shape,
                                                int(np.abs(got.astype(int) - want).max()))
+
+
+GEOMETRIC = {
+    "shear_x": ("ShearX", [0.0, -0.0, 0.033, -0.3, 0.5, 0.99, -0.99]),
+    "shear_y": ("ShearY", [0.0, 0.033, -0.3, 0.5, 0.99, -0.99]),
+    "translate_x": ("TranslateX", [0.0, 1.07, -3.2, 16.0, -32.0, 67.6, 500.0]),
+    "translate_y": ("TranslateY", [0.0, 1.07, -3.2, 16.0, -32.0, 67.6, 500.0]),
+    "rotate": ("Rotate", [0.0, -0.0, 4.5, -30.0, 90.0, -90.0, 135.0, 180.0, -180.0, 270.0, 45.5, 1e-20]),
+}
+INTERPOLATIONS = {"nearest": InterpolationMode.NEAREST, "bilinear": InterpolationMode.BILINEAR}
+
+
+@pytest.mark.parametrize("name", sorted(GEOMETRIC))
+@pytest.mark.parametrize("interpolation", sorted(INTERPOLATIONS))
+@pytest.mark.parametrize("fill", [None, (124, 116, 104)])
+def test_geometric_operations_equal_torchvision_on_pil(name, interpolation, fill):
+    op_name, magnitudes = GEOMETRIC[name]
+    for magnitude in magnitudes:
+        for pixels in images():
+            want = np.asarray(autoaugment._apply_op(Image.fromarray(pixels), op_name, magnitude,
+                                                    INTERPOLATIONS[interpolation], fill))
+            got = pixels.copy()
+            C.image_op(name, got, magnitude, interpolation=interpolation, fill=fill or (0, 0, 0))
+            assert np.array_equal(got, want), (name, magnitude, interpolation, fill, pixels.shape,
+                                               int((got != want).any(-1).sum()))
 
 
 @pytest.mark.parametrize("name, argument, message", [
@@ -55,20 +84,28 @@ def test_equals_torchvision_on_pil_bit_for_bit(name):
     ("contrast", -0.5, "contrast: the factor must not be negative"),
     ("brightness", float("nan"), "brightness: the argument must be finite"),
     ("hue", 0.6, r"hue: the factor must be in \[-0.5, 0.5\]"),
-    ("swirl", 1.0, "no colour operation named 'swirl'"),
+    ("swirl", 1.0, "no image operation named 'swirl'"),
 ])
 def test_bad_arguments_are_refused_naming_them(name, argument, message):
     image = np.zeros((4, 4, 3), np.uint8)
     with pytest.raises(ValueError, match=message):
-        C.color_op(name, image, argument)
+        C.image_op(name, image, argument)
+
+
+def test_bad_geometric_options_are_refused_naming_them():
+    image = np.zeros((4, 4, 3), np.uint8)
+    with pytest.raises(ValueError, match="interpolation must be 'nearest' or 'bilinear', not 'bicubic'"):
+        C.image_op("rotate", image, 10.0, interpolation="bicubic")
+    with pytest.raises(ValueError, match="fill values must be from 0 to 255"):
+        C.image_op("rotate", image, 10.0, fill=(0, 256, 0))
 
 
 def test_only_writable_contiguous_rgb_images_are_taken():
     with pytest.raises(ValueError, match=r"uint8 \(H, W, 3\)"):
-        C.color_op("invert", np.zeros((4, 4), np.uint8))
+        C.image_op("invert", np.zeros((4, 4), np.uint8))
     with pytest.raises(ValueError, match="C-contiguous"):
-        C.color_op("invert", np.zeros((4, 8, 3), np.uint8)[:, ::2])
+        C.image_op("invert", np.zeros((4, 8, 3), np.uint8)[:, ::2])
     frozen = np.zeros((4, 4, 3), np.uint8)
     frozen.flags.writeable = False
     with pytest.raises(ValueError, match="writable"):
-        C.color_op("invert", frozen)
+        C.image_op("invert", frozen)

@@ -1,0 +1,105 @@
+// The policies' colour and geometric operations (tensorcom/imaging/
+// color_ops.h, geometric_ops.h) on NumPy images, in place, with the GIL
+// released: for the fidelity tests and for auditing a served sample.
+#include "tensorcom/imaging/color_ops.h"
+#include "tensorcom/imaging/geometric_ops.h"
+
+#include <array>
+#include <cmath>
+#include <functional>
+#include <vector>
+#include <map>
+
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+
+namespace tensorcom::python {
+
+namespace {
+
+using Operation = std::function<void(imaging::RgbImage, double, const imaging::GeometricOptions&)>;
+using imaging::GeometricOptions;
+
+std::vector<std::uint8_t>& scratch() {
+  thread_local std::vector<std::uint8_t> bytes;
+  return bytes;
+}
+
+const std::map<std::string, Operation, std::less<>>& operations() {
+  using namespace imaging;
+  static const std::map<std::string, Operation, std::less<>> table{
+      {"invert", [](RgbImage i, double, const GeometricOptions&) { invert(i); }},
+      {"posterize", [](RgbImage i, double bits, const GeometricOptions&) { posterize(i, static_cast<int>(bits)); }},
+      {"solarize", [](RgbImage i, double threshold, const GeometricOptions&) { solarize(i, threshold); }},
+      {"autocontrast", [](RgbImage i, double, const GeometricOptions&) { autocontrast(i); }},
+      {"equalize", [](RgbImage i, double, const GeometricOptions&) { equalize(i); }},
+      {"brightness", [](RgbImage i, double f, const GeometricOptions&) { adjust_brightness(i, f); }},
+      {"saturation", [](RgbImage i, double f, const GeometricOptions&) { adjust_saturation(i, f); }},
+      {"contrast", [](RgbImage i, double f, const GeometricOptions&) { adjust_contrast(i, f); }},
+      {"sharpness", [](RgbImage i, double f, const GeometricOptions&) { adjust_sharpness(i, f); }},
+      {"hue", [](RgbImage i, double f, const GeometricOptions&) { adjust_hue(i, f); }},
+      {"grayscale", [](RgbImage i, double, const GeometricOptions&) { to_grayscale(i); }},
+      {"shear_x", [](RgbImage i, double m, const GeometricOptions& o) { shear_x(i, m, o, scratch()); }},
+      {"shear_y", [](RgbImage i, double m, const GeometricOptions& o) { shear_y(i, m, o, scratch()); }},
+      {"translate_x", [](RgbImage i, double m, const GeometricOptions& o) { translate_x(i, m, o, scratch()); }},
+      {"translate_y", [](RgbImage i, double m, const GeometricOptions& o) { translate_y(i, m, o, scratch()); }},
+      {"rotate", [](RgbImage i, double m, const GeometricOptions& o) { rotate(i, m, o, scratch()); }},
+  };
+  return table;
+}
+
+void check_argument(std::string_view name, double argument) {
+  if (name == "posterize" && !(argument >= 0 && argument <= 8 && argument == static_cast<int>(argument))) {
+    throw ArgumentError("posterize: bits must be an integer from 0 to 8, not " + std::to_string(argument));
+  }
+  if (!std::isfinite(argument)) throw ArgumentError(std::string(name) + ": the argument must be finite");
+  if (name == "hue" && !(argument >= -0.5 && argument <= 0.5)) {
+    throw ArgumentError("hue: the factor must be in [-0.5, 0.5], not " + std::to_string(argument));
+  }
+  if ((name == "brightness" || name == "saturation" || name == "contrast" || name == "sharpness") && argument < 0) {
+    throw ArgumentError(std::string(name) + ": the factor must not be negative, not " + std::to_string(argument));
+  }
+}
+
+GeometricOptions geometric_options(const std::string& interpolation, std::array<int, 3> fill) {
+  GeometricOptions options;
+  if (interpolation == "bilinear") {
+    options.interpolation = imaging::PolicyInterpolation::kBilinear;
+  } else if (interpolation != "nearest") {
+    throw ArgumentError("interpolation must be 'nearest' or 'bilinear', not '" + interpolation + "'");
+  }
+  for (int c = 0; c < 3; ++c) {
+    if (fill[c] < 0 || fill[c] > 255) throw ArgumentError("fill values must be from 0 to 255");
+    options.fill[c] = static_cast<std::uint8_t>(fill[c]);
+  }
+  return options;
+}
+
+void image_op(const std::string& name, py::array_t<std::uint8_t> image, double argument,
+              const std::string& interpolation, std::array<int, 3> fill) {
+  const auto found = operations().find(name);
+  if (found == operations().end()) throw ArgumentError("no image operation named '" + name + "'");
+  const GeometricOptions options = geometric_options(interpolation, fill);
+  check_argument(name, argument);
+  if (image.ndim() != 3 || image.shape(2) != 3) throw ArgumentError("the image must be a uint8 (H, W, 3) array");
+  if (!(image.flags() & py::array::c_style) || !image.writeable()) {
+    throw ArgumentError("the image must be a writable C-contiguous array");
+  }
+  const imaging::RgbImage view{image.mutable_data(), static_cast<int>(image.shape(1)),
+                               static_cast<int>(image.shape(0))};
+  const py::gil_scoped_release release;
+  found->second(view, argument, options);
+}
+
+}  // namespace
+
+void bind_image_ops(py::module_& m) {
+  m.def("image_op", &image_op, py::arg("name"), py::arg("image"), py::arg("argument") = 0.0,
+        py::arg("interpolation") = "nearest", py::arg("fill") = std::array<int, 3>{0, 0, 0},
+        "applies an operation of the augmentation policies (invert, posterize, solarize, autocontrast, equalize, "
+        "brightness, saturation, contrast, sharpness, hue, grayscale, shear_x, shear_y, translate_x, translate_y, "
+        "rotate) in place to a uint8 (H, W, 3) image, as torchvision computes it on a PIL image");
+}
+
+}  // namespace tensorcom::python

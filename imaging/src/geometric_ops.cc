@@ -1,0 +1,266 @@
+#include "tensorcom/imaging/geometric_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace tensorcom::imaging {
+
+namespace {
+
+// The six coefficients of Pillow's AFFINE data: output pixel (x, y) takes
+// the input at (m0 x + m1 y + m2, m3 x + m4 y + m5).
+using Matrix = std::array<double, 6>;
+
+constexpr double kDegreesToRadians = M_PI / 180.0;
+constexpr double kRadiansToDegrees = 180.0 / M_PI;
+
+std::size_t byte_count(RgbImage image) {
+  return static_cast<std::size_t>(image.width) * static_cast<std::size_t>(image.height) * 3;
+}
+
+// torchvision's _get_inverse_affine_matrix, step by step as it evaluates it
+// (every rounding is Python's double arithmetic, in its order).
+Matrix inverse_affine(double cx, double cy, double angle, double tx, double ty, double shear_x_deg,
+                      double shear_y_deg) {
+  const double rot = angle * kDegreesToRadians;
+  const double sx = shear_x_deg * kDegreesToRadians;
+  const double sy = shear_y_deg * kDegreesToRadians;
+  const double a = std::cos(rot - sy) / std::cos(sy);
+  const double b = ((-std::cos(rot - sy)) * std::tan(sx)) / std::cos(sy) - std::sin(rot);
+  const double c = std::sin(rot - sy) / std::cos(sy);
+  const double d = ((-std::sin(rot - sy)) * std::tan(sx)) / std::cos(sy) + std::cos(rot);
+  Matrix m{d, -b, 0.0, -c, a, 0.0};  // divided by scale 1.0: unchanged
+  m[2] += m[0] * (-cx - tx) + m[1] * (-cy - ty);
+  m[5] += m[3] * (-cx - tx) + m[4] * (-cy - ty);
+  m[2] += cx;
+  m[5] += cy;
+  return m;
+}
+
+// Python's round(x, 15): the nearest double to x's decimal rounding.
+double round15(double x) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.15f", x);
+  return std::strtod(text, nullptr);
+}
+
+// Python's a % 360.0.
+double modulo_360(double a) {
+  double m = std::fmod(a, 360.0);
+  if (m == 0.0) return 0.0;
+  return m < 0 ? m + 360.0 : m;
+}
+
+int floor_int(double v) { return v < 0.0 ? static_cast<int>(std::floor(v)) : static_cast<int>(v); }
+int coord(double v) { return v < 0.0 ? -1 : static_cast<int>(v); }
+
+void fill_all(RgbImage image, const FillColor& fill) {
+  std::uint8_t* p = image.pixels;
+  for (std::size_t i = 0, n = byte_count(image); i < n; i += 3) std::memcpy(p + i, fill.data(), 3);
+}
+
+void copy_pixel(const std::uint8_t* in, int width, int x, int y, std::uint8_t* out) {
+  std::memcpy(out, in + (static_cast<std::size_t>(y) * width + x) * 3, 3);
+}
+
+// ImagingScaleAffine: nearest neighbour without rotation or shear; columns
+// and rows from running double sums, truncated.
+void scale_affine(const std::uint8_t* in, RgbImage out, const Matrix& a) {
+  const int w = out.width, h = out.height;
+  std::vector<int> column(static_cast<std::size_t>(w), -1);
+  double xo = a[2] + a[0] * 0.5;
+  for (int x = 0; x < w; ++x) {
+    const int xin = coord(xo);
+    if (xin >= 0 && xin < w) column[x] = xin;
+    xo += a[0];
+  }
+  double yo = a[5] + a[4] * 0.5;
+  for (int y = 0; y < h; ++y) {
+    const int yin = coord(yo);
+    yo += a[4];
+    if (yin < 0 || yin >= h) continue;
+    std::uint8_t* row = out.pixels + static_cast<std::size_t>(y) * w * 3;
+    for (int x = 0; x < w; ++x) {
+      if (column[x] >= 0) copy_pixel(in, w, column[x], yin, row + static_cast<std::size_t>(x) * 3);
+    }
+  }
+}
+
+bool fits_fixed_point(const Matrix& a, double x, double y) {
+  return std::fabs(x * a[0] + y * a[1] + a[2]) < 32768.0 && std::fabs(x * a[3] + y * a[4] + a[5]) < 32768.0;
+}
+
+// affine_fixed: nearest neighbour in 16.16 fixed point from the pixel
+// centres, incremented along rows and columns.
+void affine_fixed(const std::uint8_t* in, RgbImage out, const Matrix& a) {
+  const auto fix = [](double v) { return static_cast<std::int32_t>(floor_int(v * 65536.0 + 0.5)); };
+  const std::int32_t a0 = fix(a[0]), a1 = fix(a[1]), a3 = fix(a[3]), a4 = fix(a[4]);
+  std::int32_t a2 = fix(a[2] + a[0] * 0.5 + a[1] * 0.5);
+  std::int32_t a5 = fix(a[5] + a[3] * 0.5 + a[4] * 0.5);
+  const int w = out.width, h = out.height;
+  for (int y = 0; y < h; ++y) {
+    std::int32_t xx = a2, yy = a5;
+    std::uint8_t* row = out.pixels + static_cast<std::size_t>(y) * w * 3;
+    for (int x = 0; x < w; ++x) {
+      const int xin = xx >> 16, yin = yy >> 16;
+      if (xin >= 0 && xin < w && yin >= 0 && yin < h) copy_pixel(in, w, xin, yin, row + static_cast<std::size_t>(x) * 3);
+      xx += a0;
+      yy += a3;
+    }
+    a2 += a1;
+    a5 += a4;
+  }
+}
+
+// The double-precision nearest neighbour Pillow falls back to when a
+// corner lies beyond fixed point's range.
+void affine_nearest_double(const std::uint8_t* in, RgbImage out, const Matrix& a) {
+  const int w = out.width, h = out.height;
+  double xo = a[2] + a[1] * 0.5 + a[0] * 0.5;
+  double yo = a[5] + a[4] * 0.5 + a[3] * 0.5;
+  for (int y = 0; y < h; ++y) {
+    double xx = xo, yy = yo;
+    std::uint8_t* row = out.pixels + static_cast<std::size_t>(y) * w * 3;
+    for (int x = 0; x < w; ++x) {
+      const int xin = coord(xx), yin = coord(yy);
+      if (xin >= 0 && xin < w && yin >= 0 && yin < h) copy_pixel(in, w, xin, yin, row + static_cast<std::size_t>(x) * 3);
+      xx += a[0];
+      yy += a[3];
+    }
+    xo += a[1];
+    yo += a[4];
+  }
+}
+
+// Pillow's bilinear_filter32RGB at (xin, yin); false outside the image.
+bool bilinear_pixel(const std::uint8_t* in, int w, int h, double xin, double yin, std::uint8_t* out) {
+  if (xin < 0.0 || xin >= w || yin < 0.0 || yin >= h) return false;
+  xin -= 0.5;
+  yin -= 0.5;
+  const int x = floor_int(xin), y = floor_int(yin);
+  const double dx = xin - x, dy = yin - y;
+  const int xa = std::clamp(x, 0, w - 1), xb = std::clamp(x + 1, 0, w - 1), ya = std::clamp(y, 0, h - 1);
+  const bool below = y + 1 >= 0 && y + 1 < h;
+  for (int b = 0; b < 3; ++b) {
+    const auto at = [&](int px, int py) { return static_cast<int>(in[(static_cast<std::size_t>(py) * w + px) * 3 + b]); };
+    const int pa = at(xa, ya), pb = at(xb, ya);
+    double v1 = pa + (pb - pa) * dx;
+    double v2 = v1;
+    if (below) {
+      const int qa = at(xa, y + 1), qb = at(xb, y + 1);
+      v2 = qa + (qb - qa) * dx;
+    }
+    v1 = v1 + (v2 - v1) * dy;
+    out[b] = static_cast<std::uint8_t>(v1);
+  }
+  return true;
+}
+
+// ImagingGenericTransform with the affine transform and the bilinear filter.
+void affine_bilinear(const std::uint8_t* in, RgbImage out, const Matrix& a) {
+  const int w = out.width, h = out.height;
+  for (int y = 0; y < h; ++y) {
+    std::uint8_t* row = out.pixels + static_cast<std::size_t>(y) * w * 3;
+    const double yc = y + 0.5;
+    for (int x = 0; x < w; ++x) {
+      const double xc = x + 0.5;
+      (void)bilinear_pixel(in, w, h, a[0] * xc + a[1] * yc + a[2], a[3] * xc + a[4] * yc + a[5],
+                           row + static_cast<std::size_t>(x) * 3);
+    }
+  }
+}
+
+// Image.transform(size, AFFINE, m, resample, fillcolor): the output starts
+// as the fill colour; Pillow picks its path from the filter and matrix.
+void transform_affine(RgbImage image, const Matrix& a, const GeometricOptions& options,
+                      std::vector<std::uint8_t>& scratch) {
+  scratch.assign(image.pixels, image.pixels + byte_count(image));
+  fill_all(image, options.fill);
+  if (options.interpolation == PolicyInterpolation::kBilinear) {
+    affine_bilinear(scratch.data(), image, a);
+  } else if (a[1] == 0 && a[3] == 0) {
+    scale_affine(scratch.data(), image, a);
+  } else {
+    const double w = image.width, h = image.height;
+    if (fits_fixed_point(a, 0, 0) && fits_fixed_point(a, w, h) && fits_fixed_point(a, 0, h) &&
+        fits_fixed_point(a, w, 0)) {
+      affine_fixed(scratch.data(), image, a);
+    } else {
+      affine_nearest_double(scratch.data(), image, a);
+    }
+  }
+}
+
+// Pillow's transpose shortcuts of rotate(): 180, and 90 or 270 when square.
+void rotate_180(RgbImage image, std::vector<std::uint8_t>& scratch) {
+  scratch.assign(image.pixels, image.pixels + byte_count(image));
+  const int w = image.width, h = image.height;
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      copy_pixel(scratch.data(), w, w - 1 - x, h - 1 - y, image.pixels + (static_cast<std::size_t>(y) * w + x) * 3);
+    }
+  }
+}
+
+void rotate_quarter_square(RgbImage image, bool counter_clockwise, std::vector<std::uint8_t>& scratch) {
+  scratch.assign(image.pixels, image.pixels + byte_count(image));
+  const int n = image.width;
+  for (int y = 0; y < n; ++y) {
+    for (int x = 0; x < n; ++x) {
+      std::uint8_t* out = image.pixels + (static_cast<std::size_t>(y) * n + x) * 3;
+      if (counter_clockwise) {
+        copy_pixel(scratch.data(), n, n - 1 - y, x, out);
+      } else {
+        copy_pixel(scratch.data(), n, y, n - 1 - x, out);
+      }
+    }
+  }
+}
+
+double shear_degrees(double magnitude) { return std::atan(magnitude) * kRadiansToDegrees; }
+
+}  // namespace
+
+void shear_x(RgbImage image, double magnitude, const GeometricOptions& options, std::vector<std::uint8_t>& scratch) {
+  transform_affine(image, inverse_affine(0, 0, 0.0, 0, 0, shear_degrees(magnitude), 0.0), options, scratch);
+}
+
+void shear_y(RgbImage image, double magnitude, const GeometricOptions& options, std::vector<std::uint8_t>& scratch) {
+  transform_affine(image, inverse_affine(0, 0, 0.0, 0, 0, 0.0, shear_degrees(magnitude)), options, scratch);
+}
+
+void translate_x(RgbImage image, double pixels, const GeometricOptions& options, std::vector<std::uint8_t>& scratch) {
+  const double shift = std::trunc(pixels);
+  transform_affine(image, inverse_affine(image.width * 0.5, image.height * 0.5, 0.0, shift, 0, 0.0, 0.0), options,
+                   scratch);
+}
+
+void translate_y(RgbImage image, double pixels, const GeometricOptions& options, std::vector<std::uint8_t>& scratch) {
+  const double shift = std::trunc(pixels);
+  transform_affine(image, inverse_affine(image.width * 0.5, image.height * 0.5, 0.0, 0, shift, 0.0, 0.0), options,
+                   scratch);
+}
+
+void rotate(RgbImage image, double degrees, const GeometricOptions& options, std::vector<std::uint8_t>& scratch) {
+  const double angle = modulo_360(degrees);
+  if (angle == 0.0) return;
+  if (angle == 180.0) return rotate_180(image, scratch);
+  if ((angle == 90.0 || angle == 270.0) && image.width == image.height) {
+    return rotate_quarter_square(image, angle == 90.0, scratch);
+  }
+  const double t = -(angle * kDegreesToRadians);
+  Matrix m{round15(std::cos(t)), round15(std::sin(t)), 0.0, round15(-std::sin(t)), round15(std::cos(t)), 0.0};
+  const double cx = image.width / 2.0, cy = image.height / 2.0;
+  const double px = -cx - 0, py = -cy - 0;
+  const double m2 = m[0] * px + m[1] * py + m[2];
+  const double m5 = m[3] * px + m[4] * py + m[5];
+  m[2] = m2 + cx;
+  m[5] = m5 + cy;
+  transform_affine(image, m, options, scratch);
+}
+
+}  // namespace tensorcom::imaging
