@@ -1,7 +1,9 @@
 // The policies' colour and geometric operations (tensorcom/imaging/
 // color_ops.h, geometric_ops.h) on NumPy images, in place, with the GIL
 // released: for the fidelity tests and for auditing a served sample.
+#include "tensorcom/imaging/auto_augment.h"
 #include "tensorcom/imaging/color_ops.h"
+#include "tensorcom/imaging/sample_rng.h"
 #include "tensorcom/imaging/geometric_ops.h"
 
 #include <array>
@@ -92,9 +94,71 @@ void image_op(const std::string& name, py::array_t<std::uint8_t> image, double a
   found->second(view, argument, options);
 }
 
+imaging::AugmentOp op_named(const std::string& name) {
+  for (int i = 0; i <= static_cast<int>(imaging::AugmentOp::kInvert); ++i) {
+    const auto op = static_cast<imaging::AugmentOp>(i);
+    if (imaging::augment_op_name(op) == name) return op;
+  }
+  throw ArgumentError("no augmentation operation named '" + name + "'");
+}
+
+using OpList = std::vector<std::pair<std::string, double>>;
+
+OpList auto_augment_draw(const std::string& policy, int width, int height, std::uint64_t seed, std::uint64_t sequence,
+                         int num_ops, int magnitude, int num_magnitude_bins) {
+  if (width <= 0 || height <= 0) throw ArgumentError("image size must be positive");
+  imaging::AutoAugmentOptions options;
+  options.kind = imaging::parse_policy_kind(policy);
+  options.num_ops = num_ops;
+  options.magnitude = magnitude;
+  options.num_magnitude_bins = num_magnitude_bins;
+  const imaging::AutoAugmentPolicy drawer(options);
+  auto rng = imaging::sample_rng(seed, sequence);
+  OpList out;
+  for (const imaging::AppliedOp& op : drawer.draw(width, height, rng)) {
+    out.emplace_back(std::string(imaging::augment_op_name(op.op)), op.magnitude);
+  }
+  return out;
+}
+
+void auto_augment_apply(py::array_t<std::uint8_t> image, const OpList& ops, const std::string& interpolation,
+                        std::array<int, 3> fill) {
+  std::vector<imaging::AppliedOp> applied;
+  for (const auto& [name, magnitude] : ops) {
+    if (!std::isfinite(magnitude)) throw ArgumentError(name + ": the magnitude must be finite");
+    applied.push_back({op_named(name), magnitude});
+  }
+  const GeometricOptions options = geometric_options(interpolation, fill);
+  if (image.ndim() != 3 || image.shape(2) != 3) throw ArgumentError("the image must be a uint8 (H, W, 3) array");
+  if (!(image.flags() & py::array::c_style) || !image.writeable()) {
+    throw ArgumentError("the image must be a writable C-contiguous array");
+  }
+  const imaging::RgbImage view{image.mutable_data(), static_cast<int>(image.shape(1)),
+                               static_cast<int>(image.shape(0))};
+  const py::gil_scoped_release release;
+  imaging::apply_ops(applied, view, options, scratch());
+}
+
 }  // namespace
 
 void bind_image_ops(py::module_& m) {
+  m.def("auto_augment_draw", &auto_augment_draw, py::arg("policy"), py::arg("width"), py::arg("height"),
+        py::arg("seed"), py::arg("sequence"), py::arg("num_ops") = 2, py::arg("magnitude") = 9,
+        py::arg("num_magnitude_bins") = 31,
+        "the operations a policy (ta_wide, ra, imagenet) draws for sample (seed, sequence) of a width x height "
+        "crop: [(torchvision's op name, signed magnitude)]");
+  m.def("auto_augment_apply", &auto_augment_apply, py::arg("image"), py::arg("ops"),
+        py::arg("interpolation") = "nearest", py::arg("fill") = std::array<int, 3>{0, 0, 0},
+        "applies drawn operations [(name, magnitude)] in place, as torchvision's _apply_op does on PIL images");
+  m.def(
+      "_torch_linspace",
+      [](double start, double end, int steps) {
+        if (steps < 1) throw ArgumentError("steps must be positive");
+        std::vector<float> out;
+        for (int i = 0; i < steps; ++i) out.push_back(imaging::torch_linspace_at(start, end, steps, i));
+        return out;
+      },
+      py::arg("start"), py::arg("end"), py::arg("steps"), "torch.linspace in float32, as the policies' bins use it");
   m.def("image_op", &image_op, py::arg("name"), py::arg("image"), py::arg("argument") = 0.0,
         py::arg("interpolation") = "nearest", py::arg("fill") = std::array<int, 3>{0, 0, 0},
         "applies an operation of the augmentation policies (invert, posterize, solarize, autocontrast, equalize, "

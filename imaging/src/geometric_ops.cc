@@ -107,7 +107,8 @@ void affine_fixed(const std::uint8_t* in, RgbImage out, const Matrix& a) {
     std::uint8_t* row = out.pixels + static_cast<std::size_t>(y) * w * 3;
     for (int x = 0; x < w; ++x) {
       const int xin = xx >> 16, yin = yy >> 16;
-      if (xin >= 0 && xin < w && yin >= 0 && yin < h) copy_pixel(in, w, xin, yin, row + static_cast<std::size_t>(x) * 3);
+      if (xin >= 0 && xin < w && yin >= 0 && yin < h)
+        copy_pixel(in, w, xin, yin, row + static_cast<std::size_t>(x) * 3);
       xx += a0;
       yy += a3;
     }
@@ -127,7 +128,8 @@ void affine_nearest_double(const std::uint8_t* in, RgbImage out, const Matrix& a
     std::uint8_t* row = out.pixels + static_cast<std::size_t>(y) * w * 3;
     for (int x = 0; x < w; ++x) {
       const int xin = coord(xx), yin = coord(yy);
-      if (xin >= 0 && xin < w && yin >= 0 && yin < h) copy_pixel(in, w, xin, yin, row + static_cast<std::size_t>(x) * 3);
+      if (xin >= 0 && xin < w && yin >= 0 && yin < h)
+        copy_pixel(in, w, xin, yin, row + static_cast<std::size_t>(x) * 3);
       xx += a[0];
       yy += a[3];
     }
@@ -146,7 +148,9 @@ bool bilinear_pixel(const std::uint8_t* in, int w, int h, double xin, double yin
   const int xa = std::clamp(x, 0, w - 1), xb = std::clamp(x + 1, 0, w - 1), ya = std::clamp(y, 0, h - 1);
   const bool below = y + 1 >= 0 && y + 1 < h;
   for (int b = 0; b < 3; ++b) {
-    const auto at = [&](int px, int py) { return static_cast<int>(in[(static_cast<std::size_t>(py) * w + px) * 3 + b]); };
+    const auto at = [&](int px, int py) {
+      return static_cast<int>(in[(static_cast<std::size_t>(py) * w + px) * 3 + b]);
+    };
     const int pa = at(xa, ya), pb = at(xb, ya);
     double v1 = pa + (pb - pa) * dx;
     double v2 = v1;
