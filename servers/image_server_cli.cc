@@ -90,6 +90,15 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
       "interpolation", po::value(&interpolation_)->default_value("bilinear"),
       "bilinear or bicubic (torchvision's pixels: Pillow's antialiased filters on a full-scale decode), "
       "or fast (DCT-scaled decode, 2-tap bilinear)")(
+      "auto-augment", po::value(&auto_augment_),
+      "after the crop and flip, torchvision's policy: ta_wide (TrivialAugmentWide), ra (RandAugment) or imagenet "
+      "(AutoAugment's ImageNet policy); training only")("ra-magnitude",
+                                                        po::value(&ra_magnitude_)->default_value(ra_magnitude_),
+                                                        "RandAugment's magnitude, a bin of 31 (0 to 30)")(
+      "ra-num-ops", po::value(&ra_num_ops_)->default_value(ra_num_ops_), "RandAugment's operations an image")(
+      "policy-interpolation", po::value(&policy_interpolation_)->default_value(policy_interpolation_),
+      "nearest or bilinear: how the policy's shears, translations and rotations sample the crop (torchvision's "
+      "reference scripts pass their --interpolation, bilinear)")(
       "meta", "add a msgpack metadata tensor (keys, crops, epoch, stream place: docs/tools.md) after the labels")(
       "scale", po::value<std::vector<float>>()->multitoken(), "RandomResizedCrop area range (default 0.08 1)")(
       "ratio", po::value<std::vector<float>>()->multitoken(), "RandomResizedCrop aspect range (default 0.75 1.3333)")(
@@ -264,6 +273,7 @@ void ImageServerCli::finish_augment() {
                         formats::printable(interpolation_) + "'");
   }
   a.resample = *resample;
+  finish_policy();
   if (vars_.count("scale")) {
     auto v = vars_["scale"].as<std::vector<float>>();
     if (v.size() != 2 || !(0 < v[0] && v[0] <= v[1] && v[1] <= 1))
@@ -277,6 +287,43 @@ void ImageServerCli::finish_augment() {
     a.crop.ratio_min = v[0];
     a.crop.ratio_max = v[1];
   }
+}
+
+void ImageServerCli::finish_policy() {
+  const bool policy_flags = !vars_["ra-magnitude"].defaulted() || !vars_["ra-num-ops"].defaulted() ||
+                            !vars_["policy-interpolation"].defaulted();
+  if (auto_augment_.empty()) {
+    if (policy_flags)
+      throw ArgumentError("--ra-magnitude, --ra-num-ops and --policy-interpolation need --auto-augment");
+    return;
+  }
+  imaging::AugmentOptions& a = server.augment;
+  if (a.validation) throw ArgumentError("--auto-augment is a training augmentation: not with --val");
+  imaging::AutoAugmentOptions policy;
+  try {
+    policy.kind = imaging::parse_policy_kind(auto_augment_);
+  } catch (const ArgumentError& e) {
+    throw ArgumentError("--auto-augment: " + std::string(e.what()));
+  }
+  if (policy.kind != imaging::PolicyKind::kRandAugment &&
+      (!vars_["ra-magnitude"].defaulted() || !vars_["ra-num-ops"].defaulted())) {
+    throw ArgumentError("--ra-magnitude and --ra-num-ops are RandAugment's: they need --auto-augment ra");
+  }
+  if (policy_interpolation_ == "bilinear") {
+    policy.geometric.interpolation = imaging::PolicyInterpolation::kBilinear;
+  } else if (policy_interpolation_ != "nearest") {
+    throw ArgumentError("--policy-interpolation must be nearest or bilinear, not '" +
+                        formats::printable(policy_interpolation_) + "'");
+  }
+  policy.magnitude = ra_magnitude_;
+  policy.num_ops = ra_num_ops_;
+  try {
+    (void)imaging::AutoAugmentPolicy(policy);
+  } catch (const ArgumentError& e) {
+    throw ArgumentError(std::string(ra_magnitude_ < 0 || ra_magnitude_ > 30 ? "--ra-magnitude: " : "--ra-num-ops: ") +
+                        e.what());
+  }
+  a.auto_augment = policy;
 }
 
 void ImageServerCli::finish_format() {

@@ -41,6 +41,7 @@ struct ImageServerCli {
   void finish_shuffle();
   void finish_connection();
   void finish_augment();
+  void finish_policy();
   void finish_format();
   void finish_size_schedule();
   void check_bounds() const;
@@ -48,6 +49,10 @@ struct ImageServerCli {
   std::string layout_ = "BHWC";
   std::string dtype_ = "uint8";
   std::string interpolation_ = "bilinear";
+  std::string auto_augment_;  // empty: no policy
+  int ra_magnitude_ = 9;      // RandAugment's magnitude bin
+  int ra_num_ops_ = 2;        // RandAugment's operations an image
+  std::string policy_interpolation_ = "bilinear";
   std::string size_schedule_;  // --size-schedule as given; empty: none
   std::string mean_;
   std::string std_;

@@ -1,5 +1,6 @@
 // Batch metadata as msgpack, and its hostile-input decoding.
 #include <doctest/doctest.h>
+#include <msgpack.hpp>
 
 #include "tensorcom/codec/metadata.h"
 
@@ -28,8 +29,32 @@ TEST_CASE("metadata round trip") {
     CHECK(decode_metadata(encode_metadata(meta)) == meta);
   }
   SUBCASE("with each sample's geometry") {
-    meta.geometry = {{10, 20, 300, 200, true, 500, 375}, {0, 0, 1, 1, false, 1, 1}};
+    meta.geometry = {{10, 20, 300, 200, true, 500, 375, {}}, {0, 0, 1, 1, false, 1, 1, {}}};
     CHECK(decode_metadata(encode_metadata(meta)) == meta);
+  }
+  SUBCASE("with each sample's policy operations, none for some") {
+    meta.geometry = {{10, 20, 300, 200, true, 500, 375, {{"ShearX", -0.25}, {"Posterize", 6.0}}},
+                     {0, 0, 1, 1, false, 1, 1, {}}};
+    const BatchMetadata back = decode_metadata(encode_metadata(meta));
+    CHECK(back == meta);
+    REQUIRE(back.geometry[0].ops.size() == 2);
+    CHECK(back.geometry[0].ops[0].magnitude == -0.25);
+  }
+  SUBCASE("malformed policy operations are refused naming the field") {
+    msgpack::sbuffer buffer;
+    msgpack::packer<msgpack::sbuffer> packer(buffer);
+    packer.pack_map(5);
+    packer.pack(std::string("keys")).pack(std::vector<std::string>{"a"});
+    packer.pack(std::string("shards")).pack(std::vector<std::string>{"s"});
+    packer.pack(std::string("server")).pack(std::string("h"));
+    packer.pack(std::string("seq")).pack(1);
+    packer.pack(std::string("ops"));
+    packer.pack_array(1);
+    packer.pack_array(1);
+    packer.pack(std::string("Rotate"));
+    const auto* begin = reinterpret_cast<const std::byte*>(buffer.data());
+    CHECK_THROWS_WITH_AS((void)decode_metadata({begin, buffer.size()}),
+                         doctest::Contains("metadata 'ops' holds a name without its magnitude"), FormatError);
   }
   SUBCASE("with the batch's epoch and image size") {
     meta.epoch = 3;
@@ -75,7 +100,7 @@ TEST_CASE("metadata round trip") {
     meta.receipt->key = "k";
     meta.keys = {"a"};
     meta.shards = {"s"};
-    meta.geometry = {SampleGeometry{1, 2, 3, 4, true, 5, 6}};
+    meta.geometry = {SampleGeometry{1, 2, 3, 4, true, 5, 6, {}}};
     meta.epoch = 3;
     meta.size = 224;
     meta.place = StreamPlace{"0/1", "00112233445566aa", 7, 2, 10, false};
@@ -104,7 +129,7 @@ TEST_CASE("hostile metadata") {
                          FormatError);
   }
   SUBCASE("geometry that does not fit the samples") {
-    BatchMetadata meta{{"a", "b"}, {"s", "s"}, "h", 1, {{1, 2, 3, 4, false, 9, 9}}, {}, {}, {}, {}};
+    BatchMetadata meta{{"a", "b"}, {"s", "s"}, "h", 1, {{1, 2, 3, 4, false, 9, 9, {}}}, {}, {}, {}, {}};
     CHECK_THROWS_WITH_AS((void)decode_metadata(encode_metadata(meta)),
                          doctest::Contains("geometry for 1 samples and 2 keys"), FormatError);
     // {"crops": [[1, 2, 3]]}: a box of three values

@@ -29,18 +29,34 @@ void pack_geometry(msgpack::packer<msgpack::sbuffer>& packer, const std::vector<
   }
 }
 
+bool any_ops(const std::vector<SampleGeometry>& geometry) {
+  return std::any_of(geometry.begin(), geometry.end(), [](const SampleGeometry& g) { return !g.ops.empty(); });
+}
+
+// Per sample one flat array, name and magnitude after name and magnitude:
+// the metadata stays three levels deep.
+void pack_ops(msgpack::packer<msgpack::sbuffer>& packer, const std::vector<SampleGeometry>& geometry) {
+  packer.pack(std::string_view("ops"));
+  packer.pack_array(static_cast<std::uint32_t>(geometry.size()));
+  for (const SampleGeometry& g : geometry) {
+    packer.pack_array(static_cast<std::uint32_t>(2 * g.ops.size()));
+    for (const SampleOp& op : g.ops) packer.pack(op.name).pack(op.magnitude);
+  }
+}
+
 }  // namespace
 
 std::vector<std::byte> encode_metadata(const BatchMetadata& metadata) {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> packer(buffer);
   const bool geometry = !metadata.geometry.empty();
+  const bool ops = geometry && any_ops(metadata.geometry);
   const auto& place = metadata.place;
   const std::uint32_t place_fields = place ? 5 + (place->batches ? 1 : 0) : 0;
   const auto& receipt = metadata.receipt;
   const std::uint32_t receipt_fields = receipt ? 2 + (receipt->key.empty() ? 0 : 1) : 0;
-  const std::uint32_t fields =
-      4 + (geometry ? 3 : 0) + (metadata.epoch ? 1 : 0) + (metadata.size ? 1 : 0) + place_fields + receipt_fields;
+  const std::uint32_t fields = 4 + (geometry ? 3 : 0) + (ops ? 1 : 0) + (metadata.epoch ? 1 : 0) +
+                               (metadata.size ? 1 : 0) + place_fields + receipt_fields;
   packer.pack_map(fields);
   packer.pack(std::string_view("keys"));
   packer.pack(metadata.keys);
@@ -51,6 +67,7 @@ std::vector<std::byte> encode_metadata(const BatchMetadata& metadata) {
   packer.pack(std::string_view("seq"));
   packer.pack(metadata.sequence);
   if (geometry) pack_geometry(packer, metadata.geometry);
+  if (ops) pack_ops(packer, metadata.geometry);
   if (metadata.epoch) packer.pack(std::string_view("epoch")).pack(*metadata.epoch);
   if (metadata.size) packer.pack(std::string_view("size")).pack(*metadata.size);
   if (place) {
@@ -73,7 +90,7 @@ std::vector<std::byte> encode_metadata(const BatchMetadata& metadata) {
 namespace {
 
 // Bounds for hostile input: metadata is a flat map (at most kMaxFields
-// keys: the 19 written today, room for more) of short lists of strings.
+// keys: the 20 written today, room for more) of short lists of strings.
 constexpr std::size_t kMaxItems = 1u << 20;
 constexpr std::size_t kMaxFields = 32;
 constexpr std::size_t kMaxString = 1u << 16;
@@ -132,6 +149,31 @@ void read_flips(std::vector<SampleGeometry>& geometry, const msgpack::object& va
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (items[i].type != msgpack::type::BOOLEAN) bad_geometry("flips", "holds a non-boolean");
     geometry[i].flip = items[i].via.boolean;
+  }
+}
+
+double as_magnitude(const msgpack::object& item) {
+  switch (item.type) {
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64: return item.via.f64;
+    case msgpack::type::POSITIVE_INTEGER: return static_cast<double>(item.via.u64);
+    case msgpack::type::NEGATIVE_INTEGER: return static_cast<double>(item.via.i64);
+    default: bad_geometry("ops", "holds a magnitude that is not a number");
+  }
+}
+
+void read_ops(std::vector<SampleGeometry>& geometry, const msgpack::object& value) {
+  const auto items = as_array(value, "ops");
+  if (geometry.empty()) geometry.resize(items.size());
+  if (geometry.size() != items.size()) bad_geometry("ops", "has a different length from another geometry field");
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto flat = as_array(items[i], "ops");
+    if (flat.size() % 2 != 0) bad_geometry("ops", "holds a name without its magnitude");
+    geometry[i].ops.clear();
+    for (std::size_t j = 0; j < flat.size(); j += 2) {
+      if (flat[j].type != msgpack::type::STR) bad_geometry("ops", "holds an operation name that is not a string");
+      geometry[i].ops.push_back({std::string(flat[j].via.str.ptr, flat[j].via.str.size), as_magnitude(flat[j + 1])});
+    }
   }
 }
 
@@ -213,6 +255,8 @@ void read_field(BatchMetadata& out, std::string_view key, const msgpack::object&
     });
   } else if (key == "flips") {
     read_flips(out.geometry, value);
+  } else if (key == "ops") {
+    read_ops(out.geometry, value);
   }
 }
 

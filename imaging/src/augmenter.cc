@@ -57,6 +57,7 @@ class ImageAugmenter::Engine {
   Engine(AugmentOptions options, Size output)
       : options_(normalised(options, output)), output_(output), context_(options_), jpeg_(context_), other_(context_) {
     if (output.width <= 0 || output.height <= 0) throw ArgumentError("image size must be positive");
+    if (options_.auto_augment) policy_.emplace(*options_.auto_augment);
   }
 
   void augment(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out) {
@@ -66,6 +67,7 @@ class ImageAugmenter::Engine {
     check_fits(t, image.width, image.height);
     record(image, t);
     decoder.render(encoded, t, out);
+    if (policy_ && !options_.validation) apply_policy(rng, out);
   }
 
   void render(std::span<const std::byte> encoded, const Transform& t, std::uint8_t* out) {
@@ -143,7 +145,13 @@ class ImageAugmenter::Engine {
 
   void record(Size image, const Transform& t) {
     const PixelBox shown = t.source_box();
-    geometry_ = {shown.x, shown.y, shown.width, shown.height, t.flip, image.width, image.height};
+    geometry_ = {shown.x, shown.y, shown.width, shown.height, t.flip, image.width, image.height, {}};
+  }
+
+  void apply_policy(std::mt19937_64& rng, std::uint8_t* out) {
+    const std::vector<AppliedOp> ops = policy_->draw(output_.width, output_.height, rng);
+    apply_ops(ops, {out, output_.width, output_.height}, policy_->options().geometric, policy_scratch_);
+    for (const AppliedOp& op : ops) geometry_.ops.push_back({std::string(augment_op_name(op.op)), op.magnitude});
   }
 
   AugmentOptions options_;
@@ -152,6 +160,8 @@ class ImageAugmenter::Engine {
   JpegDecoder jpeg_;
   OpenCvDecoder other_;
   SampleGeometry geometry_;
+  std::optional<AutoAugmentPolicy> policy_;
+  std::vector<std::uint8_t> policy_scratch_;  // the geometric operations' copy of the crop
 };
 
 ImageAugmenter::ImageAugmenter(AugmentOptions options, Size output)

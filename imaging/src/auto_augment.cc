@@ -12,9 +12,9 @@ namespace {
 // The operations of TrivialAugmentWide's and RandAugment's augmentation
 // spaces, in their dictionaries' order: a draw picks an index into this.
 constexpr std::array<AugmentOp, 14> kSpaceOps = {
-    AugmentOp::kIdentity,   AugmentOp::kShearX,    AugmentOp::kShearY,   AugmentOp::kTranslateX,
-    AugmentOp::kTranslateY, AugmentOp::kRotate,    AugmentOp::kBrightness, AugmentOp::kColor,
-    AugmentOp::kContrast,   AugmentOp::kSharpness, AugmentOp::kPosterize,  AugmentOp::kSolarize,
+    AugmentOp::kIdentity,     AugmentOp::kShearX,    AugmentOp::kShearY,     AugmentOp::kTranslateX,
+    AugmentOp::kTranslateY,   AugmentOp::kRotate,    AugmentOp::kBrightness, AugmentOp::kColor,
+    AugmentOp::kContrast,     AugmentOp::kSharpness, AugmentOp::kPosterize,  AugmentOp::kSolarize,
     AugmentOp::kAutoContrast, AugmentOp::kEqualize,
 };
 
@@ -68,10 +68,8 @@ bool signed_op(AugmentOp op) noexcept {
     case AugmentOp::kBrightness:
     case AugmentOp::kColor:
     case AugmentOp::kContrast:
-    case AugmentOp::kSharpness:
-      return true;
-    default:
-      return false;
+    case AugmentOp::kSharpness: return true;
+    default: return false;
   }
 }
 
@@ -99,28 +97,21 @@ Ranges ranges_for(PolicyKind kind, int width, int height) {
 double bin_magnitude(AugmentOp op, const Ranges& r, int bins, int bin) {
   switch (op) {
     case AugmentOp::kShearX:
-    case AugmentOp::kShearY:
-      return torch_linspace_at(0.0, r.shear, bins, bin);
-    case AugmentOp::kTranslateX:
-      return torch_linspace_at(0.0, r.translate_x, bins, bin);
-    case AugmentOp::kTranslateY:
-      return torch_linspace_at(0.0, r.translate_y, bins, bin);
-    case AugmentOp::kRotate:
-      return torch_linspace_at(0.0, r.rotate, bins, bin);
+    case AugmentOp::kShearY: return torch_linspace_at(0.0, r.shear, bins, bin);
+    case AugmentOp::kTranslateX: return torch_linspace_at(0.0, r.translate_x, bins, bin);
+    case AugmentOp::kTranslateY: return torch_linspace_at(0.0, r.translate_y, bins, bin);
+    case AugmentOp::kRotate: return torch_linspace_at(0.0, r.rotate, bins, bin);
     case AugmentOp::kBrightness:
     case AugmentOp::kColor:
     case AugmentOp::kContrast:
-    case AugmentOp::kSharpness:
-      return torch_linspace_at(0.0, r.enhance, bins, bin);
+    case AugmentOp::kSharpness: return torch_linspace_at(0.0, r.enhance, bins, bin);
     case AugmentOp::kPosterize: {
       // arange(bins) / ((bins - 1) / d) in float32, rounded half to even.
       const float divisor = static_cast<float>((bins - 1) / r.posterize_divisions);
       return 8 - static_cast<int>(std::nearbyint(static_cast<float>(bin) / divisor));
     }
-    case AugmentOp::kSolarize:
-      return torch_linspace_at(255.0, 0.0, bins, bin);
-    default:
-      return 0.0;
+    case AugmentOp::kSolarize: return torch_linspace_at(255.0, 0.0, bins, bin);
+    default: return 0.0;
   }
 }
 
@@ -152,7 +143,8 @@ void draw_rand_augment(const AutoAugmentOptions& o, int width, int height, std::
 void draw_auto_augment(int width, int height, std::mt19937_64& rng, std::vector<AppliedOp>& out) {
   constexpr int kBins = 10;
   const Ranges r = ranges_for(PolicyKind::kAutoAugmentImageNet, width, height);
-  const SubPolicy& policy = kImageNetPolicy[static_cast<std::size_t>(draw_below(rng, static_cast<int>(kImageNetPolicy.size())))];
+  const SubPolicy& policy =
+      kImageNetPolicy[static_cast<std::size_t>(draw_below(rng, static_cast<int>(kImageNetPolicy.size())))];
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   const std::array<double, 2> probabilities{unit(rng), unit(rng)};
   const std::array<int, 2> signs{draw_below(rng, 2), draw_below(rng, 2)};

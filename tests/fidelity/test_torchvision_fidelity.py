@@ -157,6 +157,48 @@ def test_training_crops_are_remade_by_torchvision_from_meta(data, tmp_path, inte
     assert_bit_exact_at_full_scale(scores, full_scale)
 
 
+@pytest.mark.parametrize("policy, interpolation", [("ta_wide", "bilinear"), ("ra", "nearest"),
+                                                   ("imagenet", "bilinear")])
+def test_policy_samples_are_remade_by_torchvision_from_meta(data, tmp_path, policy, interpolation):
+    """The crop, the flip, then each operation --meta records, applied by
+    torchvision's own _apply_op to the PIL crop: the server's pixels."""
+    autoaugment = pytest.importorskip("torchvision.transforms.autoaugment")
+    modes = {"nearest": T.InterpolationMode.NEAREST, "bilinear": T.InterpolationMode.BILINEAR}
+    path, encoded = data
+    size = 128
+    r = serve(path, tmp_path, "--epochs", "3", "-b", "4", "--size", str(size), "--seed", "9",
+              "--auto-augment", policy, "--policy-interpolation", interpolation)
+    scores, full_scale, ops_seen = [], [], set()
+    for arrays, meta in zip(r.batches, r.metas):
+        ops = meta.get("ops", [[] for _ in meta["keys"]])
+        assert len(ops) == len(meta["keys"])
+        for image, key, (x, y, w, hgt), flip, flat in zip(arrays[0], meta["keys"], meta["crops"], meta["flips"], ops):
+            ref = F.resized_crop(pil(encoded[key]), y, x, hgt, w, [size, size], interpolation=MODES["bilinear"])
+            if flip:
+                ref = F.hflip(ref)
+            for name, magnitude in zip(flat[::2], flat[1::2]):
+                ref = autoaugment._apply_op(ref, name, magnitude, modes[interpolation], None)
+                ops_seen.add(name)
+            scores.append(psnr(np.asarray(ref), image))
+            full_scale.append(decoded_at_full_scale(min(w, hgt), size))
+    assert len(scores) == 3 * len(encoded)
+    assert len(ops_seen) >= 5, ops_seen
+    print(f"{policy}: PSNR mean {np.mean(scores):.1f} dB, min {min(scores):.1f} dB, ops {sorted(ops_seen)}")
+    assert_bit_exact_at_full_scale(scores, full_scale)
+
+
+def test_policy_flags_are_checked(tmp_path):
+    for args, message in [(["--auto-augment", "rand"], "--auto-augment: unknown augmentation policy 'rand'"),
+                          (["--auto-augment", "ra", "--ra-magnitude", "31"], "--ra-magnitude: RandAugment's magnitude"),
+                          (["--auto-augment", "ta_wide", "--ra-magnitude", "5"], "need --auto-augment ra"),
+                          (["--ra-num-ops", "3"], "need --auto-augment"),
+                          (["--auto-augment", "ta_wide", "--val"], "not with --val"),
+                          (["--auto-augment", "ra", "--policy-interpolation", "bicubic"],
+                           "--policy-interpolation must be nearest or bilinear")]:
+        r = h.run_server(["-u", str(tmp_path / "none.tar"), *args], str(tmp_path))
+        assert r.rc == 1 and message in r.err and r.err.count("\n") == 1, (args, r.rc, r.err)
+
+
 def ks_2samp(a, b):
     """Two-sample Kolmogorov-Smirnov statistic and its asymptotic p-value."""
     a, b = np.sort(a), np.sort(b)

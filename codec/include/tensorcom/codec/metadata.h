@@ -4,6 +4,7 @@
 // Python reader decodes it with msgpack.unpackb():
 //   {"keys": [str...], "shards": [str...], "server": str, "seq": uint,
 //    "crops": [[x, y, w, h]...], "flips": [bool...], "sizes": [[w, h]...],
+//    "ops": [[name, magnitude, name, magnitude, ...]...],
 //    "epoch": uint, "size": uint,
 //    "stream": str, "fingerprint": str, "seed": uint, "batch": uint,
 //    "batches": uint, "last": bool,
@@ -12,6 +13,9 @@
 // made (the image servers do): the crop box in source pixels, whether it was
 // mirrored, and the source image's size, so that any sample can be re-made
 // and audited (torchvision: resized_crop(img, y, x, h, w, size), then hflip).
+// "ops" is there when an augmentation policy ran after the crop: per
+// sample, the operations in the order applied, each torchvision's op name
+// and its signed magnitude (torchvision: _apply_op(img, name, magnitude)).
 // "epoch" and "size" are there when the server knows them (the image
 // servers do): the epoch the batch's samples were read in (counted from 0)
 // and its images' height and width in pixels, which --size-schedule changes
@@ -41,7 +45,16 @@ namespace tensorcom {
 
 inline constexpr std::string_view kMetadataInfo = "meta";
 
-// How one sample was cut from its source image.
+// One operation of an augmentation policy, as torchvision's _apply_op
+// takes it.
+struct SampleOp {
+  std::string name;  // "ShearX", "Color", ...
+  double magnitude = 0;
+
+  bool operator==(const SampleOp&) const = default;
+};
+
+// How one sample was cut from its source image, and what was done to it after.
 struct SampleGeometry {
   std::int32_t x = 0;  // crop box in source pixels: left column,
   std::int32_t y = 0;  // top row,
@@ -50,6 +63,7 @@ struct SampleGeometry {
   bool flip = false;  // mirrored left to right after resizing
   std::int32_t source_width = 0;
   std::int32_t source_height = 0;
+  std::vector<SampleOp> ops;  // the augmentation policy's, in order applied
 
   bool operator==(const SampleGeometry&) const = default;
 };

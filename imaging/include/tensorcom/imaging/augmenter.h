@@ -23,6 +23,7 @@
 #include <span>
 #include <string_view>
 
+#include "tensorcom/imaging/auto_augment.h"
 #include "tensorcom/imaging/geometry.h"
 #include "tensorcom/imaging/problem.h"
 #include "tensorcom/codec/metadata.h"
@@ -46,6 +47,9 @@ struct AugmentOptions {
   RandomResizedCropOptions crop;                      // training crop
   double flip_probability = 0.5;                      // horizontal flip (training only)
   std::uint64_t max_pixels = std::uint64_t{1} << 28;  // larger images are refused (kTooManyPixels)
+  // Training: a policy applied to the crop after the flip (its operations
+  // recorded in last_geometry().ops); unset: none.
+  std::optional<AutoAugmentOptions> auto_augment;
 };
 
 class ImageAugmenter {
@@ -58,7 +62,8 @@ class ImageAugmenter {
   ImageAugmenter(ImageAugmenter&&) noexcept;
   ImageAugmenter& operator=(ImageAugmenter&&) noexcept;
 
-  // Decodes, draws the transform from rng (training) and applies it;
+  // Decodes, draws the transform from rng (training) and applies it, then
+  // the augmentation policy if any (its draws from rng after the crop's);
   // writes output().width * output().height * 3 bytes to out.
   // Throws ImageError, or ArgumentError where a validation CenterCrop is
   // larger than the resized image (torchvision pads it: the caller's to do).
@@ -84,7 +89,8 @@ class ImageAugmenter {
   [[nodiscard]] Size read_size(std::span<const std::byte> encoded) const;
 
   // How the last sample augment() or render() made was cut: the source
-  // pixels its output covers, flip and source size.
+  // pixels its output covers, flip and source size, and the policy's
+  // operations (augment() only).
   [[nodiscard]] const SampleGeometry& last_geometry() const noexcept;
 
   [[nodiscard]] const AugmentOptions& options() const noexcept;
