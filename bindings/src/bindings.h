@@ -5,6 +5,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <array>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "tensorcom/transport/connection.h"
 #include "tensorcom/codec/error.h"
 #include "tensorcom/codec/tensor.h"
+#include "tensorcom/imaging/auto_augment.h"
 
 namespace tensorcom::python {
 
@@ -122,6 +124,11 @@ void bind_tenbin(py::module_& m);
 void bind_connection(py::module_& m);
 void bind_imaging(py::module_& m);
 void bind_image_ops(py::module_& m);
+// The policies' geometric options and a checked policy (image_ops.cc);
+// throw ArgumentError naming what is wrong.
+imaging::GeometricOptions geometric_options(const std::string& interpolation, std::array<int, 3> fill);
+imaging::AutoAugmentOptions policy_options(const std::string& policy, int num_ops, int magnitude, int bins,
+                                           const std::string& interpolation, std::array<int, 3> fill);
 void bind_gpu(py::module_& m);
 
 }  // namespace tensorcom::python

@@ -64,6 +64,8 @@ void check_argument(std::string_view name, double argument) {
   }
 }
 
+}  // namespace
+
 GeometricOptions geometric_options(const std::string& interpolation, std::array<int, 3> fill) {
   GeometricOptions options;
   if (interpolation == "bilinear") {
@@ -77,6 +79,20 @@ GeometricOptions geometric_options(const std::string& interpolation, std::array<
   }
   return options;
 }
+
+imaging::AutoAugmentOptions policy_options(const std::string& policy, int num_ops, int magnitude, int bins,
+                                           const std::string& interpolation, std::array<int, 3> fill) {
+  imaging::AutoAugmentOptions options;
+  options.kind = imaging::parse_policy_kind(policy);
+  options.num_ops = num_ops;
+  options.magnitude = magnitude;
+  options.num_magnitude_bins = bins;
+  options.geometric = geometric_options(interpolation, fill);
+  (void)imaging::AutoAugmentPolicy(options);  // refuses bad arguments now
+  return options;
+}
+
+namespace {
 
 void image_op(const std::string& name, py::array_t<std::uint8_t> image, double argument,
               const std::string& interpolation, std::array<int, 3> fill) {
@@ -107,12 +123,8 @@ using OpList = std::vector<std::pair<std::string, double>>;
 OpList auto_augment_draw(const std::string& policy, int width, int height, std::uint64_t seed, std::uint64_t sequence,
                          int num_ops, int magnitude, int num_magnitude_bins) {
   if (width <= 0 || height <= 0) throw ArgumentError("image size must be positive");
-  imaging::AutoAugmentOptions options;
-  options.kind = imaging::parse_policy_kind(policy);
-  options.num_ops = num_ops;
-  options.magnitude = magnitude;
-  options.num_magnitude_bins = num_magnitude_bins;
-  const imaging::AutoAugmentPolicy drawer(options);
+  const imaging::AutoAugmentPolicy drawer(
+      policy_options(policy, num_ops, magnitude, num_magnitude_bins, "nearest", {0, 0, 0}));
   auto rng = imaging::sample_rng(seed, sequence);
   OpList out;
   for (const imaging::AppliedOp& op : drawer.draw(width, height, rng)) {

@@ -84,6 +84,22 @@ class ImageTransform {
     return out;
   }
 
+  // augment(), and the policy's operations it applied: [(name, magnitude)].
+  py::tuple augment_recorded(const py::buffer& data, std::uint64_t seed, std::uint64_t sequence) {
+    EncodedBytes encoded(data);
+    auto out = rgb_array(output_);
+    std::uint8_t* pixels = out.mutable_data();
+    std::vector<SampleOp> ops;
+    with_augmenter([&](ImageAugmenter& a) {
+      auto rng = imaging::sample_rng(seed, sequence);
+      a.augment(encoded.bytes(), rng, pixels);
+      ops = a.last_geometry().ops;
+    });
+    py::list recorded;
+    for (const SampleOp& op : ops) recorded.append(py::make_tuple(op.name, op.magnitude));
+    return py::make_tuple(out, recorded);
+  }
+
   // An explicit transform (get_params' boxes).
   py::array_t<std::uint8_t> render(const py::buffer& data, const std::array<int, 4>& crop,
                                    const std::array<int, 2>& resized, const std::array<int, 4>& window, bool flip) {
@@ -199,7 +215,8 @@ void bind_imaging(py::module_& m) {
                              "torchvision's transforms on encoded images (tensorcom.imaging builds these)")
       .def(py::init([](int width, int height, bool validation, std::array<int, 4> resize, std::array<double, 2> scale,
                        std::array<double, 2> ratio, double flip, const std::string& interpolation,
-                       std::uint64_t max_pixels) {
+                       std::uint64_t max_pixels, const std::string& policy, int policy_num_ops, int policy_magnitude,
+                       int policy_bins, const std::string& policy_interpolation, std::array<int, 3> policy_fill) {
              imaging::AugmentOptions o;
              o.validation = validation;
              o.resize = {resize[0], resize[1], resize[2], resize[3]};
@@ -210,11 +227,18 @@ void bind_imaging(py::module_& m) {
              o.flip_probability = flip;
              o.resample = *resample_named(interpolation);
              o.max_pixels = max_pixels;
+             if (!policy.empty()) {
+               o.auto_augment = policy_options(policy, policy_num_ops, policy_magnitude, policy_bins,
+                                               policy_interpolation, policy_fill);
+             }
              return std::make_unique<ImageTransform>(o, Size{width, height});
            }),
            py::arg("width"), py::arg("height"), py::arg("validation"), py::arg("resize"), py::arg("scale"),
-           py::arg("ratio"), py::arg("flip"), py::arg("interpolation"), py::arg("max_pixels"))
+           py::arg("ratio"), py::arg("flip"), py::arg("interpolation"), py::arg("max_pixels"), py::arg("policy") = "",
+           py::arg("policy_num_ops") = 2, py::arg("policy_magnitude") = 9, py::arg("policy_bins") = 31,
+           py::arg("policy_interpolation") = "nearest", py::arg("policy_fill") = std::array<int, 3>{0, 0, 0})
       .def("augment", &ImageTransform::augment, py::arg("data"), py::arg("seed"), py::arg("sequence"))
+      .def("augment_recorded", &ImageTransform::augment_recorded, py::arg("data"), py::arg("seed"), py::arg("sequence"))
       .def("render", &ImageTransform::render, py::arg("data"), py::arg("crop"), py::arg("resized"), py::arg("window"),
            py::arg("flip"))
       .def("resize", &ImageTransform::resize, py::arg("data"))

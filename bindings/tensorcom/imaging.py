@@ -51,7 +51,7 @@ from ._tensorcom import ArgumentError, ImageError  # noqa: F401
 __all__ = [
     "decode", "image_size", "image_format", "read_bytes", "is_image_file", "IMG_EXTENSIONS", "Generator", "Compose",
     "from_torchvision", "RandomResizedCrop", "RandomHorizontalFlip", "Resize", "CenterCrop", "PILToTensor",
-    "ImageError", "MAX_PIXELS",
+    "TrivialAugmentWide", "RandAugment", "AutoAugment", "AutoAugmentPolicy", "ImageError", "MAX_PIXELS",
 ]
 
 # The files these transforms decode (torchvision's ImageFolder also lists
@@ -430,17 +430,162 @@ class PILToTensor:
         return f"{type(self).__name__}()"
 
 
+# torchvision's policies take nearest (their default) and bilinear here.
+_POLICY_INTERPOLATIONS = {"nearest": "nearest", "bilinear": "bilinear", 0: "nearest", 2: "bilinear"}
+
+
+def _policy_interpolation(interpolation, name):
+    key = getattr(interpolation, "value", interpolation)
+    if isinstance(key, str):
+        key = key.lower()
+    if key not in _POLICY_INTERPOLATIONS:
+        raise ValueError(f"{name}: interpolation {interpolation!r} is not supported: tensorcom.imaging's policies "
+                         "have nearest and bilinear (Pillow's, torchvision's pixels)")
+    return _POLICY_INTERPOLATIONS[key]
+
+
+def _policy_fill(fill, name):
+    """torchvision's fill on PIL images: None is 0; a number or three, each int() and clipped as Pillow does."""
+    values: list = [0, 0, 0]
+    if fill is None:
+        pass
+    elif isinstance(fill, (int, float, np.integer, np.floating)) and not isinstance(fill, bool):
+        values = [fill] * 3
+    elif isinstance(fill, (list, tuple)) and len(fill) in (1, 3):
+        values = list(fill) * (3 // len(fill))
+    else:
+        raise ValueError(f"{name}: fill must be None, a number or a sequence of 1 or 3 numbers, not {fill!r}")
+    try:
+        return tuple(min(255, max(0, int(v))) for v in values)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name}: fill must hold finite numbers, not {fill!r}") from None
+
+
+class AutoAugmentPolicy:
+    """torchvision's AutoAugmentPolicy names; tensorcom.imaging has IMAGENET."""
+    IMAGENET = "imagenet"
+    CIFAR10 = "cifar10"
+    SVHN = "svhn"
+
+
+class _Policy:
+    """An augmentation policy on uint8 HWC arrays (what the crop transforms
+    return). Alone, each call draws its operations from the generator and
+    applies them to a copy; after RandomResizedCrop (and the flip) in a
+    Compose, it joins their one engine call and draws from their generator,
+    as the servers do, so that a (seed, sequence) gives the server's pixels."""
+
+    _kind = ""
+
+    def __init__(self, interpolation, fill, generator, num_ops=2, magnitude=9, num_magnitude_bins=31):
+        name = type(self).__name__
+        self.interpolation = _policy_interpolation(interpolation, name)
+        self.fill = fill
+        self._fill = _policy_fill(fill, name)
+        self.num_ops, self.magnitude, self.num_magnitude_bins = int(num_ops), int(magnitude), int(num_magnitude_bins)
+        self.generator = _generator(generator)
+        _tc.auto_augment_draw(self._kind, 1, 1, 0, 0, self.num_ops, self.magnitude, self.num_magnitude_bins)
+
+    def draw_ops(self, width: int, height: int) -> list:
+        """The operations the next image of width x height gets, drawn from the
+        generator: [(torchvision's op name, signed magnitude)], as
+        torchvision's _apply_op takes them (the parameters of a call)."""
+        seed, sequence = self.generator.draw()
+        return _tc.auto_augment_draw(self._kind, width, height, seed, sequence, self.num_ops, self.magnitude,
+                                     self.num_magnitude_bins)
+
+    def apply_ops(self, image: np.ndarray, ops: Sequence[Tuple[str, float]]) -> np.ndarray:
+        """A copy of a uint8 (H, W, 3) array with ops applied in order."""
+        out = np.array(self._rgb(image), copy=True, order="C")
+        _tc.auto_augment_apply(out, [(str(n), float(m)) for n, m in ops], self.interpolation, self._fill)
+        return out
+
+    def __call__(self, image: Any) -> Any:
+        image = self._rgb(image)
+        return self.apply_ops(image, self.draw_ops(image.shape[1], image.shape[0]))
+
+    def _rgb(self, image):
+        if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+            raise TypeError(f"{type(self).__name__} takes a uint8 (H, W, 3) array (what tensorcom.imaging's crops "
+                            f"return), not {type(image).__name__}; put it before PILToTensor")
+        return image
+
+    def _engine_args(self):
+        return dict(policy=self._kind, policy_num_ops=self.num_ops, policy_magnitude=self.magnitude,
+                    policy_bins=self.num_magnitude_bins, policy_interpolation=self.interpolation,
+                    policy_fill=list(self._fill))
+
+    def __reduce__(self):
+        return type(self)._rebuild, (self.__dict__.copy(),)
+
+    @classmethod
+    def _rebuild(cls, state):
+        policy = cls.__new__(cls)
+        policy.__dict__.update(state)
+        return policy
+
+
+class TrivialAugmentWide(_Policy):
+    """torchvision.transforms.TrivialAugmentWide: one operation of 14 an
+    image, its magnitude one of num_magnitude_bins, with torchvision's pixels."""
+
+    _kind = "ta_wide"
+
+    def __init__(self, num_magnitude_bins: int = 31, interpolation: Any = "nearest", fill: Any = None,
+                 generator: GeneratorLike = None) -> None:
+        super().__init__(interpolation, fill, generator, num_magnitude_bins=num_magnitude_bins)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(num_magnitude_bins={self.num_magnitude_bins}, "
+                f"interpolation={self.interpolation}, fill={self.fill})")
+
+
+class RandAugment(_Policy):
+    """torchvision.transforms.RandAugment: num_ops operations an image, each
+    at bin `magnitude` of num_magnitude_bins, with torchvision's pixels."""
+
+    _kind = "ra"
+
+    def __init__(self, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31,
+                 interpolation: Any = "nearest", fill: Any = None, generator: GeneratorLike = None) -> None:
+        super().__init__(interpolation, fill, generator, num_ops, magnitude, num_magnitude_bins)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(num_ops={self.num_ops}, magnitude={self.magnitude}, "
+                f"num_magnitude_bins={self.num_magnitude_bins}, interpolation={self.interpolation}, fill={self.fill})")
+
+
+class AutoAugment(_Policy):
+    """torchvision.transforms.AutoAugment with its ImageNet policy: one of 25
+    sub-policies an image, each of its two operations with its probability."""
+
+    _kind = "imagenet"
+
+    def __init__(self, policy: Any = AutoAugmentPolicy.IMAGENET, interpolation: Any = "nearest", fill: Any = None,
+                 generator: GeneratorLike = None) -> None:
+        name = str(getattr(policy, "value", policy)).lower()
+        if name != AutoAugmentPolicy.IMAGENET:
+            raise ValueError(f"AutoAugment: policy {policy!r} is not supported: tensorcom.imaging has the ImageNet "
+                             "policy (use torchvision's AutoAugment for CIFAR10 and SVHN)")
+        self.policy = AutoAugmentPolicy.IMAGENET
+        super().__init__(interpolation, fill, generator)
+
+    def __repr__(self):
+        return f"{type(self).__name__}(policy={self.policy}, interpolation={self.interpolation}, fill={self.fill})"
+
+
 class _Fused:
     """One engine call for a RandomResizedCrop (with the flip that follows
     it), or for a Resize with the CenterCrop that follows it."""
 
-    def __init__(self, head, follower):
+    def __init__(self, head, follower, policy=None):
         self.head, self.follower = head, follower
         if isinstance(head, RandomResizedCrop):
             flip = follower.p if follower is not None else 0.0
             out_h, out_w = head.size
+            extra = policy._engine_args() if policy is not None else {}
             self.transform = _tc.ImageTransform(out_w, out_h, False, [0, 0, 0, 0], list(head.scale), list(head.ratio),
-                                                flip, head.interpolation, MAX_PIXELS)
+                                                flip, head.interpolation, MAX_PIXELS, **extra)
             self.generator = head.generator
         else:
             out_h, out_w = follower.size
@@ -510,6 +655,12 @@ def _from_torchvision_one(t):
         return CenterCrop(tuple(t.size))
     if name == "PILToTensor":
         return PILToTensor()
+    if name == "TrivialAugmentWide":
+        return TrivialAugmentWide(t.num_magnitude_bins, t.interpolation, t.fill)
+    if name == "RandAugment":
+        return RandAugment(t.num_ops, t.magnitude, t.num_magnitude_bins, t.interpolation, t.fill)
+    if name == "AutoAugment":
+        return AutoAugment(t.policy, t.interpolation, t.fill)
     return t
 
 
@@ -520,11 +671,12 @@ def _fuse(transforms):
         t = transforms[i]
         following = transforms[i + 1] if i + 1 < len(transforms) else None
         if i == 0 and isinstance(t, RandomResizedCrop):
-            if isinstance(following, RandomHorizontalFlip):
-                steps.append(_Fused(t, following))
-                i += 2
-                continue
-            steps.append(_Fused(t, None))
+            flip = following if isinstance(following, RandomHorizontalFlip) else None
+            after = i + (2 if flip is not None else 1)
+            policy = transforms[after] if after < len(transforms) and isinstance(transforms[after], _Policy) else None
+            steps.append(_Fused(t, flip, policy))
+            i = after + (1 if policy is not None else 0)
+            continue
         elif i == 0 and isinstance(t, Resize) and isinstance(following, CenterCrop):
             steps.append(_Fused(t, following))
             i += 2
