@@ -99,6 +99,11 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
       "policy-interpolation", po::value(&policy_interpolation_)->default_value(policy_interpolation_),
       "nearest or bilinear: how the policy's shears, translations and rotations sample the crop (torchvision's "
       "reference scripts pass their --interpolation, bilinear)")(
+      "color-jitter", po::value(&color_jitter_),
+      "B[,C,S[,H]]: torchvision's ColorJitter after the policy (brightness, contrast, saturation, hue; one number: "
+      "all three of B, C, S, as timm's --color-jitter); training only")(
+      "random-grayscale", po::value(&s.augment.grayscale_probability)->default_value(0),
+      "probability of torchvision's RandomGrayscale, last; training only")(
       "meta", "add a msgpack metadata tensor (keys, crops, epoch, stream place: docs/tools.md) after the labels")(
       "scale", po::value<std::vector<float>>()->multitoken(), "RandomResizedCrop area range (default 0.08 1)")(
       "ratio", po::value<std::vector<float>>()->multitoken(), "RandomResizedCrop aspect range (default 0.75 1.3333)")(
@@ -274,6 +279,7 @@ void ImageServerCli::finish_augment() {
   }
   a.resample = *resample;
   finish_policy();
+  finish_color_jitter();
   if (vars_.count("scale")) {
     auto v = vars_["scale"].as<std::vector<float>>();
     if (v.size() != 2 || !(0 < v[0] && v[0] <= v[1] && v[1] <= 1))
@@ -324,6 +330,38 @@ void ImageServerCli::finish_policy() {
                         e.what());
   }
   a.auto_augment = policy;
+}
+
+void ImageServerCli::finish_color_jitter() {
+  imaging::AugmentOptions& a = server.augment;
+  const double grey = a.grayscale_probability;
+  if (!(grey >= 0 && grey <= 1)) {
+    throw ArgumentError("--random-grayscale " + std::to_string(grey) + ": expected a probability from 0 to 1");
+  }
+  if ((!color_jitter_.empty() || grey > 0) && a.validation) {
+    throw ArgumentError("--color-jitter and --random-grayscale are training augmentations: not with --val");
+  }
+  if (color_jitter_.empty()) return;
+  std::vector<double> values;
+  std::stringstream in(color_jitter_);
+  for (std::string part; std::getline(in, part, ',');) {
+    char* end = nullptr;
+    const double v = std::strtod(part.c_str(), &end);
+    if (part.empty() || *end != '\0') {
+      throw ArgumentError("--color-jitter '" + formats::printable(color_jitter_) +
+                          "': expected B, B,C,S or B,C,S,H (numbers)");
+    }
+    values.push_back(v);
+  }
+  if (values.size() != 1 && values.size() != 3 && values.size() != 4) {
+    throw ArgumentError("--color-jitter '" + formats::printable(color_jitter_) + "': expected B, B,C,S or B,C,S,H");
+  }
+  if (values.size() == 1) values = {values[0], values[0], values[0]};
+  try {
+    a.color_jitter = imaging::color_jitter_from(values[0], values[1], values[2], values.size() == 4 ? values[3] : 0);
+  } catch (const ArgumentError& e) {
+    throw ArgumentError("--color-jitter: " + std::string(e.what()));
+  }
 }
 
 void ImageServerCli::finish_format() {

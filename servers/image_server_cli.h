@@ -42,6 +42,7 @@ struct ImageServerCli {
   void finish_connection();
   void finish_augment();
   void finish_policy();
+  void finish_color_jitter();
   void finish_format();
   void finish_size_schedule();
   void check_bounds() const;
@@ -53,6 +54,7 @@ struct ImageServerCli {
   int ra_magnitude_ = 9;      // RandAugment's magnitude bin
   int ra_num_ops_ = 2;        // RandAugment's operations an image
   std::string policy_interpolation_ = "bilinear";
+  std::string color_jitter_;   // B[,C,S[,H]]; empty: none
   std::string size_schedule_;  // --size-schedule as given; empty: none
   std::string mean_;
   std::string std_;

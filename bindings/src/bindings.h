@@ -19,6 +19,7 @@
 #include "tensorcom/codec/error.h"
 #include "tensorcom/codec/tensor.h"
 #include "tensorcom/imaging/auto_augment.h"
+#include "tensorcom/imaging/color_jitter.h"
 
 namespace tensorcom::python {
 
@@ -129,6 +130,9 @@ void bind_image_ops(py::module_& m);
 imaging::GeometricOptions geometric_options(const std::string& interpolation, std::array<int, 3> fill);
 imaging::AutoAugmentOptions policy_options(const std::string& policy, int num_ops, int magnitude, int bins,
                                            const std::string& interpolation, std::array<int, 3> fill);
+// ColorJitter's (low, high) ranges of brightness, contrast, saturation and
+// hue, NaN for off; nothing for no ranges.
+std::optional<imaging::ColorJitterOptions> jitter_options(const std::vector<double>& ranges);
 void bind_gpu(py::module_& m);
 
 }  // namespace tensorcom::python

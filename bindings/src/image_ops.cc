@@ -2,6 +2,7 @@
 // color_ops.h, geometric_ops.h) on NumPy images, in place, with the GIL
 // released: for the fidelity tests and for auditing a served sample.
 #include "tensorcom/imaging/auto_augment.h"
+#include "tensorcom/imaging/color_jitter.h"
 #include "tensorcom/imaging/color_ops.h"
 #include "tensorcom/imaging/sample_rng.h"
 #include "tensorcom/imaging/geometric_ops.h"
@@ -22,6 +23,8 @@ namespace {
 
 using Operation = std::function<void(imaging::RgbImage, double, const imaging::GeometricOptions&)>;
 using imaging::GeometricOptions;
+
+using OpList = std::vector<std::pair<std::string, double>>;
 
 std::vector<std::uint8_t>& scratch() {
   thread_local std::vector<std::uint8_t> bytes;
@@ -92,7 +95,35 @@ imaging::AutoAugmentOptions policy_options(const std::string& policy, int num_op
   return options;
 }
 
+std::optional<imaging::ColorJitterOptions> jitter_options(const std::vector<double>& ranges) {
+  if (ranges.empty()) return std::nullopt;
+  if (ranges.size() != 8) throw ArgumentError("color jitter: expected 4 (low, high) pairs");
+  imaging::ColorJitterOptions options;
+  std::optional<std::pair<double, double>>* fields[4] = {&options.brightness, &options.contrast, &options.saturation,
+                                                         &options.hue};
+  for (std::size_t i = 0; i < 4; ++i) {
+    const double low = ranges[2 * i], high = ranges[2 * i + 1];
+    if (std::isnan(low) && std::isnan(high)) continue;  // that adjustment is off
+    if (!(low <= high) || !std::isfinite(low) || !std::isfinite(high)) {
+      throw ArgumentError("color jitter: a range must be finite, low <= high");
+    }
+    *fields[i] = std::pair{low, high};
+  }
+  return options;
+}
+
 namespace {
+
+OpList color_jitter_draw(const std::vector<double>& ranges, double grayscale_probability, std::uint64_t seed,
+                         std::uint64_t sequence) {
+  auto rng = imaging::sample_rng(seed, sequence);
+  std::vector<imaging::AppliedOp> ops;
+  imaging::draw_color_jitter(jitter_options(ranges).value_or(imaging::ColorJitterOptions{}), grayscale_probability, rng,
+                             ops);
+  OpList out;
+  for (const imaging::AppliedOp& op : ops) out.emplace_back(std::string(imaging::augment_op_name(op.op)), op.magnitude);
+  return out;
+}
 
 void image_op(const std::string& name, py::array_t<std::uint8_t> image, double argument,
               const std::string& interpolation, std::array<int, 3> fill) {
@@ -111,14 +142,12 @@ void image_op(const std::string& name, py::array_t<std::uint8_t> image, double a
 }
 
 imaging::AugmentOp op_named(const std::string& name) {
-  for (int i = 0; i <= static_cast<int>(imaging::AugmentOp::kInvert); ++i) {
+  for (int i = 0; i <= static_cast<int>(imaging::AugmentOp::kRgbToGrayscale); ++i) {
     const auto op = static_cast<imaging::AugmentOp>(i);
     if (imaging::augment_op_name(op) == name) return op;
   }
   throw ArgumentError("no augmentation operation named '" + name + "'");
 }
-
-using OpList = std::vector<std::pair<std::string, double>>;
 
 OpList auto_augment_draw(const std::string& policy, int width, int height, std::uint64_t seed, std::uint64_t sequence,
                          int num_ops, int magnitude, int num_magnitude_bins) {
@@ -162,6 +191,10 @@ void bind_image_ops(py::module_& m) {
   m.def("auto_augment_apply", &auto_augment_apply, py::arg("image"), py::arg("ops"),
         py::arg("interpolation") = "nearest", py::arg("fill") = std::array<int, 3>{0, 0, 0},
         "applies drawn operations [(name, magnitude)] in place, as torchvision's _apply_op does on PIL images");
+  m.def("color_jitter_draw", &color_jitter_draw, py::arg("ranges"), py::arg("grayscale_probability"), py::arg("seed"),
+        py::arg("sequence"),
+        "ColorJitter's and RandomGrayscale's draws for sample (seed, sequence): ranges are (low, high) of brightness, "
+        "contrast, saturation and hue, NaN for off");
   m.def(
       "_torch_linspace",
       [](double start, double end, int steps) {

@@ -216,7 +216,8 @@ void bind_imaging(py::module_& m) {
       .def(py::init([](int width, int height, bool validation, std::array<int, 4> resize, std::array<double, 2> scale,
                        std::array<double, 2> ratio, double flip, const std::string& interpolation,
                        std::uint64_t max_pixels, const std::string& policy, int policy_num_ops, int policy_magnitude,
-                       int policy_bins, const std::string& policy_interpolation, std::array<int, 3> policy_fill) {
+                       int policy_bins, const std::string& policy_interpolation, std::array<int, 3> policy_fill,
+                       const std::vector<double>& jitter, double grayscale_probability) {
              imaging::AugmentOptions o;
              o.validation = validation;
              o.resize = {resize[0], resize[1], resize[2], resize[3]};
@@ -231,12 +232,18 @@ void bind_imaging(py::module_& m) {
                o.auto_augment = policy_options(policy, policy_num_ops, policy_magnitude, policy_bins,
                                                policy_interpolation, policy_fill);
              }
+             o.color_jitter = jitter_options(jitter);
+             if (!(grayscale_probability >= 0 && grayscale_probability <= 1)) {
+               throw ArgumentError("RandomGrayscale: p must be a probability from 0 to 1");
+             }
+             o.grayscale_probability = grayscale_probability;
              return std::make_unique<ImageTransform>(o, Size{width, height});
            }),
            py::arg("width"), py::arg("height"), py::arg("validation"), py::arg("resize"), py::arg("scale"),
            py::arg("ratio"), py::arg("flip"), py::arg("interpolation"), py::arg("max_pixels"), py::arg("policy") = "",
            py::arg("policy_num_ops") = 2, py::arg("policy_magnitude") = 9, py::arg("policy_bins") = 31,
-           py::arg("policy_interpolation") = "nearest", py::arg("policy_fill") = std::array<int, 3>{0, 0, 0})
+           py::arg("policy_interpolation") = "nearest", py::arg("policy_fill") = std::array<int, 3>{0, 0, 0},
+           py::arg("jitter") = std::vector<double>{}, py::arg("grayscale_probability") = 0.0)
       .def("augment", &ImageTransform::augment, py::arg("data"), py::arg("seed"), py::arg("sequence"))
       .def("augment_recorded", &ImageTransform::augment_recorded, py::arg("data"), py::arg("seed"), py::arg("sequence"))
       .def("render", &ImageTransform::render, py::arg("data"), py::arg("crop"), py::arg("resized"), py::arg("window"),

@@ -51,7 +51,8 @@ from ._tensorcom import ArgumentError, ImageError  # noqa: F401
 __all__ = [
     "decode", "image_size", "image_format", "read_bytes", "is_image_file", "IMG_EXTENSIONS", "Generator", "Compose",
     "from_torchvision", "RandomResizedCrop", "RandomHorizontalFlip", "Resize", "CenterCrop", "PILToTensor",
-    "TrivialAugmentWide", "RandAugment", "AutoAugment", "AutoAugmentPolicy", "ImageError", "MAX_PIXELS",
+    "TrivialAugmentWide", "RandAugment", "AutoAugment", "AutoAugmentPolicy", "ColorJitter", "RandomGrayscale",
+    "ImageError", "MAX_PIXELS",
 ]
 
 # The files these transforms decode (torchvision's ImageFolder also lists
@@ -505,10 +506,7 @@ class _Policy:
         return self.apply_ops(image, self.draw_ops(image.shape[1], image.shape[0]))
 
     def _rgb(self, image):
-        if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
-            raise TypeError(f"{type(self).__name__} takes a uint8 (H, W, 3) array (what tensorcom.imaging's crops "
-                            f"return), not {type(image).__name__}; put it before PILToTensor")
-        return image
+        return _checked_rgb(image, type(self).__name__)
 
     def _engine_args(self):
         return dict(policy=self._kind, policy_num_ops=self.num_ops, policy_magnitude=self.magnitude,
@@ -574,16 +572,108 @@ class AutoAugment(_Policy):
         return f"{type(self).__name__}(policy={self.policy}, interpolation={self.interpolation}, fill={self.fill})"
 
 
+def _jitter_range(value, name, center=1.0, bound=(0.0, float("inf")), clip_first_on_zero=True):
+    """torchvision's ColorJitter._check_input: a number or a (min, max) pair; None when off."""
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        if not value >= 0 or not np.isfinite(value):
+            raise ValueError(f"ColorJitter: if {name} is a single number, it must be non negative and finite")
+        low, high = center - float(value), center + float(value)
+        if clip_first_on_zero:
+            low = max(low, 0.0)
+    elif isinstance(value, (tuple, list)) and len(value) == 2:
+        low, high = float(value[0]), float(value[1])
+        if not bound[0] <= low <= high <= bound[1]:
+            raise ValueError(f"ColorJitter: {name} values should be between {bound}")
+    else:
+        raise TypeError(f"ColorJitter: {name} should be a single number or a list/tuple with length 2")
+    return None if low == high == center else (low, high)
+
+
+class ColorJitter:
+    """torchvision.transforms.ColorJitter on uint8 HWC arrays: brightness,
+    contrast, saturation and hue adjusted in a random order by factors drawn
+    uniformly from their ranges, with torchvision's (Pillow's) pixels. Fused
+    after the crop in a Compose as the policies are (after one, if any)."""
+
+    def __init__(self, brightness: Any = 0, contrast: Any = 0, saturation: Any = 0, hue: Any = 0,
+                 generator: GeneratorLike = None) -> None:
+        self.brightness = _jitter_range(brightness, "brightness")
+        self.contrast = _jitter_range(contrast, "contrast")
+        self.saturation = _jitter_range(saturation, "saturation")
+        self.hue = _jitter_range(hue, "hue", center=0.0, bound=(-0.5, 0.5), clip_first_on_zero=False)
+        self.generator = _generator(generator)
+
+    def _ranges(self):
+        out = []
+        for r in (self.brightness, self.contrast, self.saturation, self.hue):
+            out += list(r) if r is not None else [float("nan"), float("nan")]
+        return out
+
+    def draw_ops(self, width: int = 0, height: int = 0) -> list:
+        """The next image's adjustments: [(torchvision.transforms.functional's name, factor)], in order."""
+        seed, sequence = self.generator.draw()
+        return _tc.color_jitter_draw(self._ranges(), 0.0, seed, sequence)
+
+    def apply_ops(self, image: np.ndarray, ops: Sequence[Tuple[str, float]]) -> np.ndarray:
+        out = np.array(_checked_rgb(image, type(self).__name__), copy=True, order="C")
+        _tc.auto_augment_apply(out, [(str(n), float(m)) for n, m in ops])
+        return out
+
+    def __call__(self, image: Any) -> Any:
+        return self.apply_ops(image, self.draw_ops())
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(brightness={self.brightness}, contrast={self.contrast}, "
+                f"saturation={self.saturation}, hue={self.hue})")
+
+
+class RandomGrayscale:
+    """torchvision.transforms.RandomGrayscale on uint8 HWC arrays: Pillow's
+    greyscale in all three channels with probability p."""
+
+    def __init__(self, p: float = 0.1, generator: GeneratorLike = None) -> None:
+        if not 0 <= p <= 1:
+            raise ValueError(f"RandomGrayscale: p must be a probability from 0 to 1, not {p!r}")
+        self.p = float(p)
+        self.generator = _generator(generator)
+
+    def draw_ops(self, width: int = 0, height: int = 0) -> list:
+        seed, sequence = self.generator.draw()
+        return _tc.color_jitter_draw([], self.p, seed, sequence)
+
+    def apply_ops(self, image: np.ndarray, ops: Sequence[Tuple[str, float]]) -> np.ndarray:
+        out = np.array(_checked_rgb(image, type(self).__name__), copy=True, order="C")
+        _tc.auto_augment_apply(out, [(str(n), float(m)) for n, m in ops])
+        return out
+
+    def __call__(self, image: Any) -> Any:
+        return self.apply_ops(image, self.draw_ops())
+
+    def __repr__(self):
+        return f"{type(self).__name__}(p={self.p})"
+
+
+def _checked_rgb(image, name):
+    if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        raise TypeError(f"{name} takes a uint8 (H, W, 3) array (what tensorcom.imaging's crops return), not "
+                        f"{type(image).__name__}; put it before PILToTensor")
+    return image
+
+
 class _Fused:
     """One engine call for a RandomResizedCrop (with the flip that follows
     it), or for a Resize with the CenterCrop that follows it."""
 
-    def __init__(self, head, follower, policy=None):
+    def __init__(self, head, follower, policy=None, jitter=None, grayscale=None):
         self.head, self.follower = head, follower
         if isinstance(head, RandomResizedCrop):
             flip = follower.p if follower is not None else 0.0
             out_h, out_w = head.size
             extra = policy._engine_args() if policy is not None else {}
+            if jitter is not None:
+                extra["jitter"] = jitter._ranges()
+            if grayscale is not None:
+                extra["grayscale_probability"] = grayscale.p
             self.transform = _tc.ImageTransform(out_w, out_h, False, [0, 0, 0, 0], list(head.scale), list(head.ratio),
                                                 flip, head.interpolation, MAX_PIXELS, **extra)
             self.generator = head.generator
@@ -661,6 +751,10 @@ def _from_torchvision_one(t):
         return RandAugment(t.num_ops, t.magnitude, t.num_magnitude_bins, t.interpolation, t.fill)
     if name == "AutoAugment":
         return AutoAugment(t.policy, t.interpolation, t.fill)
+    if name == "ColorJitter":
+        return ColorJitter(*(r if r is not None else 0 for r in (t.brightness, t.contrast, t.saturation, t.hue)))
+    if name == "RandomGrayscale":
+        return RandomGrayscale(t.p)
     return t
 
 
@@ -672,10 +766,15 @@ def _fuse(transforms):
         following = transforms[i + 1] if i + 1 < len(transforms) else None
         if i == 0 and isinstance(t, RandomResizedCrop):
             flip = following if isinstance(following, RandomHorizontalFlip) else None
-            after = i + (2 if flip is not None else 1)
-            policy = transforms[after] if after < len(transforms) and isinstance(transforms[after], _Policy) else None
-            steps.append(_Fused(t, flip, policy))
-            i = after + (1 if policy is not None else 0)
+            i += 2 if flip is not None else 1
+            # What follows in the servers' order joins the call: a policy,
+            # ColorJitter, RandomGrayscale.
+            joined = []
+            for kind in (_Policy, ColorJitter, RandomGrayscale):
+                taken = i < len(transforms) and isinstance(transforms[i], kind)
+                joined.append(transforms[i] if taken else None)
+                i += 1 if taken else 0
+            steps.append(_Fused(t, flip, *joined))
             continue
         elif i == 0 and isinstance(t, Resize) and isinstance(following, CenterCrop):
             steps.append(_Fused(t, following))

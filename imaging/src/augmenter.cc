@@ -67,7 +67,7 @@ class ImageAugmenter::Engine {
     check_fits(t, image.width, image.height);
     record(image, t);
     decoder.render(encoded, t, out);
-    if (policy_ && !options_.validation) apply_policy(rng, out);
+    if (!options_.validation) apply_pixel_ops(rng, out);
   }
 
   void render(std::span<const std::byte> encoded, const Transform& t, std::uint8_t* out) {
@@ -148,9 +148,17 @@ class ImageAugmenter::Engine {
     geometry_ = {shown.x, shown.y, shown.width, shown.height, t.flip, image.width, image.height, {}};
   }
 
-  void apply_policy(std::mt19937_64& rng, std::uint8_t* out) {
-    const std::vector<AppliedOp> ops = policy_->draw(output_.width, output_.height, rng);
-    apply_ops(ops, {out, output_.width, output_.height}, policy_->options().geometric, policy_scratch_);
+  // The policy's operations, then ColorJitter's and RandomGrayscale's,
+  // drawn in that order after the crop's draws.
+  void apply_pixel_ops(std::mt19937_64& rng, std::uint8_t* out) {
+    std::vector<AppliedOp> ops;
+    if (policy_) ops = policy_->draw(output_.width, output_.height, rng);
+    if (options_.color_jitter || options_.grayscale_probability > 0) {
+      draw_color_jitter(options_.color_jitter.value_or(ColorJitterOptions{}), options_.grayscale_probability, rng, ops);
+    }
+    if (ops.empty()) return;
+    const GeometricOptions geometric = policy_ ? policy_->options().geometric : GeometricOptions{};
+    apply_ops(ops, {out, output_.width, output_.height}, geometric, policy_scratch_);
     for (const AppliedOp& op : ops) geometry_.ops.push_back({std::string(augment_op_name(op.op)), op.magnitude});
   }
 

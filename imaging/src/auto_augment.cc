@@ -174,6 +174,11 @@ void apply_op(const AppliedOp& a, RgbImage image, const GeometricOptions& option
     case AugmentOp::kAutoContrast: return autocontrast(image);
     case AugmentOp::kEqualize: return equalize(image);
     case AugmentOp::kInvert: return invert(image);
+    case AugmentOp::kAdjustBrightness: return adjust_brightness(image, a.magnitude);
+    case AugmentOp::kAdjustContrast: return adjust_contrast(image, a.magnitude);
+    case AugmentOp::kAdjustSaturation: return adjust_saturation(image, a.magnitude);
+    case AugmentOp::kAdjustHue: return adjust_hue(image, a.magnitude);
+    case AugmentOp::kRgbToGrayscale: return to_grayscale(image);
   }
 }
 
@@ -196,6 +201,11 @@ std::string_view augment_op_name(AugmentOp op) noexcept {
     case AugmentOp::kAutoContrast: return "AutoContrast";
     case AugmentOp::kEqualize: return "Equalize";
     case AugmentOp::kInvert: return "Invert";
+    case AugmentOp::kAdjustBrightness: return "adjust_brightness";
+    case AugmentOp::kAdjustContrast: return "adjust_contrast";
+    case AugmentOp::kAdjustSaturation: return "adjust_saturation";
+    case AugmentOp::kAdjustHue: return "adjust_hue";
+    case AugmentOp::kRgbToGrayscale: return "rgb_to_grayscale";
   }
   return "?";
 }

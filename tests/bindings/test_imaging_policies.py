@@ -3,6 +3,7 @@ alone on arrays and fused after RandomResizedCrop + flip in one engine call,
 torchvision's pixels for the operations they report; torchvision's own
 policies taken over with their arguments; pickled for spawn workers; and
 what they do not support refused by name."""
+import collections
 import io
 import pickle
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from pictures import textured
+from statistics_tests import chi_square_p, ks_critical, ks_statistic
 from tensorcom import _tensorcom as C
 from tensorcom import imaging
 
@@ -115,3 +117,71 @@ def test_pickled_compose_with_a_policy_gives_the_same_pixels(policy):
     copy = pickle.loads(pickle.dumps(make()))
     for _ in range(10):
         assert np.array_equal(original(data), copy(data))
+
+
+def remade_by_functional(array, ops):
+    F = pytest.importorskip("torchvision.transforms.functional")
+    image = Image.fromarray(array)
+    for name, argument in ops:
+        image = getattr(F, name)(image, int(argument) if name == "rgb_to_grayscale" else argument)
+    return np.asarray(image)
+
+
+def test_color_jitter_and_grayscale_give_torchvisions_pixels_for_their_draws():
+    array = textured(9, 70, 90)
+    jitter = imaging.ColorJitter(0.4, (0.5, 1.5), 0.4, 0.2, generator=imaging.Generator(1))
+    grey = imaging.RandomGrayscale(0.5, generator=imaging.Generator(2))
+    greys = 0
+    for _ in range(40):
+        ops = jitter.draw_ops() + grey.draw_ops()
+        greys += any(name == "rgb_to_grayscale" for name, _ in ops)
+        assert np.array_equal(jitter.apply_ops(array, ops), remade_by_functional(array, ops)), ops
+    assert 0 < greys < 40
+
+
+def test_color_jitter_draws_follow_torchvision():
+    """The order is a uniform permutation (chi-square over the 24) and each
+    factor uniform over its range (Kolmogorov-Smirnov against torch's draws)."""
+    torch = pytest.importorskip("torch")
+    jitter = imaging.ColorJitter(0.4, 0.3, 0.2, 0.1, generator=imaging.Generator(6))
+    ours = [jitter.draw_ops() for _ in range(20000)]
+    torch.manual_seed(0)
+    ranges = [(0.6, 1.4), (0.7, 1.3), (0.8, 1.2), (-0.1, 0.1)]
+    names = ["adjust_brightness", "adjust_contrast", "adjust_saturation", "adjust_hue"]
+    theirs = [T.ColorJitter.get_params(*ranges) for _ in range(20000)]
+    p, categories = chi_square_p(collections.Counter(tuple(n for n, _ in ops) for ops in ours),
+                                 collections.Counter(tuple(names[int(i)] for i in draw[0]) for draw in theirs))
+    assert p > 0.01 and categories == 24, (p, categories)
+    for index, name in enumerate(names):
+        mine = [dict(ops)[name] for ops in ours]
+        torch_draws = [draw[1 + index] for draw in theirs]
+        assert ks_statistic(mine, torch_draws) < ks_critical(len(mine), len(torch_draws)), name
+        assert ranges[index][0] <= min(mine) and max(mine) <= ranges[index][1]
+
+
+def test_fused_jitter_and_grayscale_report_what_they_did():
+    data = encode(textured(3, 120, 160))
+    engine = C.ImageTransform(64, 64, False, [0, 0, 0, 0], [0.08, 1.0], [3 / 4, 4 / 3], 0.5, "bilinear",
+                              imaging.MAX_PIXELS, jitter=[0.6, 1.4, 0.6, 1.4, 0.6, 1.4, -0.1, 0.1],
+                              grayscale_probability=0.3)
+    fused = imaging.Compose([imaging.RandomResizedCrop(64, generator=imaging.Generator(5)),
+                             imaging.RandomHorizontalFlip(), imaging.ColorJitter(0.4, 0.4, 0.4, 0.1),
+                             imaging.RandomGrayscale(0.3)])
+    assert len(fused._steps) == 1
+    for sequence in range(30):
+        out, ops = engine.augment_recorded(data, 5, sequence)
+        crop = imaging.Compose([imaging.RandomResizedCrop(64, generator=_one_draw(5, sequence)),
+                                imaging.RandomHorizontalFlip()])(data)
+        assert np.array_equal(out, remade_by_functional(crop, ops)), ops
+        assert np.array_equal(fused(data), out)
+
+
+def test_torchvisions_color_jitter_is_taken_over():
+    composed = imaging.from_torchvision(T.Compose([T.RandomResizedCrop(64), T.ColorJitter(0.4, 0.2, 0.1, 0.05),
+                                                   T.RandomGrayscale(0.2)]))
+    jitter, grey = composed.transforms[1:]
+    assert jitter.brightness == (0.6, 1.4) and jitter.hue == (-0.05, 0.05) and grey.p == 0.2
+    with pytest.raises(ValueError, match="hue values should be between"):
+        imaging.ColorJitter(hue=(-0.6, 0.1))
+    with pytest.raises(ValueError, match="must be non negative"):
+        imaging.ColorJitter(brightness=-1)

@@ -187,6 +187,33 @@ def test_policy_samples_are_remade_by_torchvision_from_meta(data, tmp_path, poli
     assert_bit_exact_at_full_scale(scores, full_scale)
 
 
+def test_color_jitter_and_grayscale_are_remade_by_torchvision_from_meta(data, tmp_path):
+    """ColorJitter's four adjustments in their drawn order and factors, then
+    RandomGrayscale, as --meta records them: torchvision's functional calls."""
+    path, encoded = data
+    size = 96
+    r = serve(path, tmp_path, "--epochs", "3", "-b", "4", "--size", str(size), "--seed", "2",
+              "--color-jitter", "0.4,0.4,0.4,0.1", "--random-grayscale", "0.3")
+    scores, full_scale, orders, greys = [], [], set(), 0
+    for arrays, meta in zip(r.batches, r.metas):
+        for image, key, (x, y, w, hgt), flip, flat in zip(arrays[0], meta["keys"], meta["crops"], meta["flips"],
+                                                          meta["ops"]):
+            ref = F.resized_crop(pil(encoded[key]), y, x, hgt, w, [size, size], interpolation=MODES["bilinear"])
+            if flip:
+                ref = F.hflip(ref)
+            names = flat[::2]
+            assert sorted(n for n in names if n != "rgb_to_grayscale") == [
+                "adjust_brightness", "adjust_contrast", "adjust_hue", "adjust_saturation"], names
+            orders.add(tuple(names[:4]))
+            for name, argument in zip(names, flat[1::2]):
+                ref = getattr(F, name)(ref, int(argument) if name == "rgb_to_grayscale" else argument)
+            greys += "rgb_to_grayscale" in names
+            scores.append(psnr(np.asarray(ref), image))
+            full_scale.append(decoded_at_full_scale(min(w, hgt), size))
+    assert len(orders) >= 6 and 0 < greys < len(scores), (len(orders), greys)
+    assert_bit_exact_at_full_scale(scores, full_scale)
+
+
 def test_policy_flags_are_checked(tmp_path):
     for args, message in [(["--auto-augment", "rand"], "--auto-augment: unknown augmentation policy 'rand'"),
                           (["--auto-augment", "ra", "--ra-magnitude", "31"], "--ra-magnitude: RandAugment's magnitude"),
@@ -194,7 +221,13 @@ def test_policy_flags_are_checked(tmp_path):
                           (["--ra-num-ops", "3"], "need --auto-augment"),
                           (["--auto-augment", "ta_wide", "--val"], "not with --val"),
                           (["--auto-augment", "ra", "--policy-interpolation", "bicubic"],
-                           "--policy-interpolation must be nearest or bilinear")]:
+                           "--policy-interpolation must be nearest or bilinear"),
+                          (["--color-jitter", "0.4,0.4"], "expected B, B,C,S or B,C,S,H"),
+                          (["--color-jitter", "0.4,x,0.4"], "expected B, B,C,S or B,C,S,H"),
+                          (["--color-jitter", "0.1,0.1,0.1,0.6"], "ColorJitter hue must be at most 0.5"),
+                          (["--color-jitter", "-1"], "ColorJitter brightness must be a finite number"),
+                          (["--random-grayscale", "1.5"], "expected a probability from 0 to 1"),
+                          (["--random-grayscale", "0.2", "--val"], "not with --val")]:
         r = h.run_server(["-u", str(tmp_path / "none.tar"), *args], str(tmp_path))
         assert r.rc == 1 and message in r.err and r.err.count("\n") == 1, (args, r.rc, r.err)
 

@@ -24,6 +24,7 @@
 #include <string_view>
 
 #include "tensorcom/imaging/auto_augment.h"
+#include "tensorcom/imaging/color_jitter.h"
 #include "tensorcom/imaging/geometry.h"
 #include "tensorcom/imaging/problem.h"
 #include "tensorcom/codec/metadata.h"
@@ -50,6 +51,9 @@ struct AugmentOptions {
   // Training: a policy applied to the crop after the flip (its operations
   // recorded in last_geometry().ops); unset: none.
   std::optional<AutoAugmentOptions> auto_augment;
+  // Training, after the policy: ColorJitter, then RandomGrayscale.
+  std::optional<ColorJitterOptions> color_jitter;
+  double grayscale_probability = 0;
 };
 
 class ImageAugmenter {

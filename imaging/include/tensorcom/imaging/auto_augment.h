@@ -35,6 +35,13 @@ enum class AugmentOp : std::uint8_t {
   kAutoContrast,
   kEqualize,
   kInvert,
+  // torchvision.transforms.functional's calls, the magnitude their argument
+  // (ColorJitter's factors, RandomGrayscale's 3 output channels).
+  kAdjustBrightness,
+  kAdjustContrast,
+  kAdjustSaturation,
+  kAdjustHue,
+  kRgbToGrayscale,
 };
 
 [[nodiscard]] std::string_view augment_op_name(AugmentOp op) noexcept;
