@@ -104,6 +104,11 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
       "all three of B, C, S, as timm's --color-jitter); training only")(
       "random-grayscale", po::value(&s.augment.grayscale_probability)->default_value(0),
       "probability of torchvision's RandomGrayscale, last; training only")(
+      "random-erase", po::value(&random_erase_)->default_value(0),
+      "torchvision's RandomErasing(P) on the normalised image: float output (--dtype) gets the values; uint8 output "
+      "only the box, in --meta, for the trainer to erase after normalising; training only")(
+      "random-erase-value", po::value(&random_erase_value_)->default_value(random_erase_value_),
+      "0 or random (N(0, 1) noise, float output)")(
       "meta", "add a msgpack metadata tensor (keys, crops, epoch, stream place: docs/tools.md) after the labels")(
       "scale", po::value<std::vector<float>>()->multitoken(), "RandomResizedCrop area range (default 0.08 1)")(
       "ratio", po::value<std::vector<float>>()->multitoken(), "RandomResizedCrop aspect range (default 0.75 1.3333)")(
@@ -228,6 +233,11 @@ void ImageServerCli::finish() {
   finish_connection();
   finish_augment();
   finish_format();
+  if (s.augment.erasing && s.format.pixels == PixelType::kUInt8 && !s.format.metadata) {
+    throw ArgumentError(
+        "--random-erase with uint8 output needs --meta: the boxes travel there, for the trainer to "
+        "erase after normalising (or serve --dtype float16|float32)");
+  }
   finish_size_schedule();
   check_bounds();
   fit_images_to_memory(s);
@@ -280,6 +290,7 @@ void ImageServerCli::finish_augment() {
   a.resample = *resample;
   finish_policy();
   finish_color_jitter();
+  finish_random_erase();
   if (vars_.count("scale")) {
     auto v = vars_["scale"].as<std::vector<float>>();
     if (v.size() != 2 || !(0 < v[0] && v[0] <= v[1] && v[1] <= 1))
@@ -362,6 +373,25 @@ void ImageServerCli::finish_color_jitter() {
   } catch (const ArgumentError& e) {
     throw ArgumentError("--color-jitter: " + std::string(e.what()));
   }
+}
+
+void ImageServerCli::finish_random_erase() {
+  if (random_erase_value_ != "0" && random_erase_value_ != "random") {
+    throw ArgumentError("--random-erase-value must be 0 or random, not '" + formats::printable(random_erase_value_) +
+                        "'");
+  }
+  if (!(random_erase_ >= 0 && random_erase_ <= 1)) {
+    throw ArgumentError("--random-erase " + std::to_string(random_erase_) + ": expected a probability from 0 to 1");
+  }
+  if (random_erase_ == 0) {
+    if (!vars_["random-erase-value"].defaulted()) throw ArgumentError("--random-erase-value needs --random-erase");
+    return;
+  }
+  if (server.augment.validation) throw ArgumentError("--random-erase is a training augmentation: not with --val");
+  imaging::RandomErasingOptions erasing;
+  erasing.probability = random_erase_;
+  erasing.random_values = random_erase_value_ == "random";
+  server.augment.erasing = erasing;
 }
 
 void ImageServerCli::finish_format() {

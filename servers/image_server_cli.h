@@ -43,6 +43,7 @@ struct ImageServerCli {
   void finish_augment();
   void finish_policy();
   void finish_color_jitter();
+  void finish_random_erase();
   void finish_format();
   void finish_size_schedule();
   void check_bounds() const;
@@ -54,8 +55,10 @@ struct ImageServerCli {
   int ra_magnitude_ = 9;      // RandAugment's magnitude bin
   int ra_num_ops_ = 2;        // RandAugment's operations an image
   std::string policy_interpolation_ = "bilinear";
-  std::string color_jitter_;   // B[,C,S[,H]]; empty: none
-  std::string size_schedule_;  // --size-schedule as given; empty: none
+  std::string color_jitter_;              // B[,C,S[,H]]; empty: none
+  double random_erase_ = 0;               // RandomErasing's probability
+  std::string random_erase_value_ = "0";  // 0 or random
+  std::string size_schedule_;             // --size-schedule as given; empty: none
   std::string mean_;
   std::string std_;
   std::int64_t linger_ms_ = 10000;

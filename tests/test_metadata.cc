@@ -29,16 +29,24 @@ TEST_CASE("metadata round trip") {
     CHECK(decode_metadata(encode_metadata(meta)) == meta);
   }
   SUBCASE("with each sample's geometry") {
-    meta.geometry = {{10, 20, 300, 200, true, 500, 375, {}}, {0, 0, 1, 1, false, 1, 1, {}}};
+    meta.geometry = {{10, 20, 300, 200, true, 500, 375, {}, std::nullopt, 0},
+                     {0, 0, 1, 1, false, 1, 1, {}, std::nullopt, 0}};
     CHECK(decode_metadata(encode_metadata(meta)) == meta);
   }
   SUBCASE("with each sample's policy operations, none for some") {
-    meta.geometry = {{10, 20, 300, 200, true, 500, 375, {{"ShearX", -0.25}, {"Posterize", 6.0}}},
-                     {0, 0, 1, 1, false, 1, 1, {}}};
+    meta.geometry = {{10, 20, 300, 200, true, 500, 375, {{"ShearX", -0.25}, {"Posterize", 6.0}}, std::nullopt, 0},
+                     {0, 0, 1, 1, false, 1, 1, {}, std::nullopt, 0}};
     const BatchMetadata back = decode_metadata(encode_metadata(meta));
     CHECK(back == meta);
     REQUIRE(back.geometry[0].ops.size() == 2);
     CHECK(back.geometry[0].ops[0].magnitude == -0.25);
+  }
+  SUBCASE("with each erased sample's box, none for others") {
+    meta.geometry = {{10, 20, 300, 200, true, 500, 375, {}, std::array<std::int32_t, 4>{3, 4, 50, 60}, 0},
+                     {0, 0, 1, 1, false, 1, 1, {}, std::nullopt, 0}};
+    const BatchMetadata back = decode_metadata(encode_metadata(meta));
+    CHECK(back == meta);
+    CHECK_FALSE(back.geometry[1].erase.has_value());
   }
   SUBCASE("malformed policy operations are refused naming the field") {
     msgpack::sbuffer buffer;
@@ -100,7 +108,7 @@ TEST_CASE("metadata round trip") {
     meta.receipt->key = "k";
     meta.keys = {"a"};
     meta.shards = {"s"};
-    meta.geometry = {SampleGeometry{1, 2, 3, 4, true, 5, 6, {}}};
+    meta.geometry = {SampleGeometry{1, 2, 3, 4, true, 5, 6, {}, std::nullopt, 0}};
     meta.epoch = 3;
     meta.size = 224;
     meta.place = StreamPlace{"0/1", "00112233445566aa", 7, 2, 10, false};
@@ -129,7 +137,8 @@ TEST_CASE("hostile metadata") {
                          FormatError);
   }
   SUBCASE("geometry that does not fit the samples") {
-    BatchMetadata meta{{"a", "b"}, {"s", "s"}, "h", 1, {{1, 2, 3, 4, false, 9, 9, {}}}, {}, {}, {}, {}};
+    BatchMetadata meta{{"a", "b"}, {"s", "s"}, "h", 1, {{1, 2, 3, 4, false, 9, 9, {}, std::nullopt, 0}},
+                       {},         {},         {},  {}};
     CHECK_THROWS_WITH_AS((void)decode_metadata(encode_metadata(meta)),
                          doctest::Contains("geometry for 1 samples and 2 keys"), FormatError);
     // {"crops": [[1, 2, 3]]}: a box of three values

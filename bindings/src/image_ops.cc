@@ -4,6 +4,7 @@
 #include "tensorcom/imaging/auto_augment.h"
 #include "tensorcom/imaging/color_jitter.h"
 #include "tensorcom/imaging/color_ops.h"
+#include "tensorcom/imaging/random_erasing.h"
 #include "tensorcom/imaging/sample_rng.h"
 #include "tensorcom/imaging/geometric_ops.h"
 
@@ -125,6 +126,19 @@ OpList color_jitter_draw(const std::vector<double>& ranges, double grayscale_pro
   return out;
 }
 
+std::optional<std::array<std::int32_t, 4>> random_erasing_draw(int width, int height, double p,
+                                                               std::array<double, 2> scale, std::array<double, 2> ratio,
+                                                               std::uint64_t seed, std::uint64_t sequence) {
+  if (width <= 0 || height <= 0) throw ArgumentError("image size must be positive");
+  imaging::RandomErasingOptions options;
+  options.probability = p;
+  options.scale = {scale[0], scale[1]};
+  options.ratio = {ratio[0], ratio[1]};
+  imaging::check_random_erasing(options);
+  auto rng = imaging::sample_rng(seed, sequence);
+  return imaging::draw_erase_box(width, height, options, rng);
+}
+
 void image_op(const std::string& name, py::array_t<std::uint8_t> image, double argument,
               const std::string& interpolation, std::array<int, 3> fill) {
   const auto found = operations().find(name);
@@ -191,6 +205,9 @@ void bind_image_ops(py::module_& m) {
   m.def("auto_augment_apply", &auto_augment_apply, py::arg("image"), py::arg("ops"),
         py::arg("interpolation") = "nearest", py::arg("fill") = std::array<int, 3>{0, 0, 0},
         "applies drawn operations [(name, magnitude)] in place, as torchvision's _apply_op does on PIL images");
+  m.def("random_erasing_draw", &random_erasing_draw, py::arg("width"), py::arg("height"), py::arg("p"),
+        py::arg("scale"), py::arg("ratio"), py::arg("seed"), py::arg("sequence"),
+        "RandomErasing's box [top, left, height, width] for sample (seed, sequence), or None");
   m.def("color_jitter_draw", &color_jitter_draw, py::arg("ranges"), py::arg("grayscale_probability"), py::arg("seed"),
         py::arg("sequence"),
         "ColorJitter's and RandomGrayscale's draws for sample (seed, sequence): ranges are (low, high) of brightness, "

@@ -52,7 +52,7 @@ __all__ = [
     "decode", "image_size", "image_format", "read_bytes", "is_image_file", "IMG_EXTENSIONS", "Generator", "Compose",
     "from_torchvision", "RandomResizedCrop", "RandomHorizontalFlip", "Resize", "CenterCrop", "PILToTensor",
     "TrivialAugmentWide", "RandAugment", "AutoAugment", "AutoAugmentPolicy", "ColorJitter", "RandomGrayscale",
-    "ImageError", "MAX_PIXELS",
+    "RandomErasing", "erase_boxes", "ImageError", "MAX_PIXELS",
 ]
 
 # The files these transforms decode (torchvision's ImageFolder also lists
@@ -653,6 +653,75 @@ class RandomGrayscale:
         return f"{type(self).__name__}(p={self.p})"
 
 
+class RandomErasing:
+    """torchvision.transforms.RandomErasing, on the normalised image as
+    torchvision applies it: a CHW (or batched NCHW) float torch tensor or
+    NumPy array. With probability p a box of a random area (scale) and
+    aspect (ratio) gets value: 0, a number, one per channel, or "random"
+    (N(0, 1) noise). get_params(width, height) draws the next box
+    [top, left, height, width] (or None) from the generator."""
+
+    def __init__(self, p: float = 0.5, scale: Tuple[float, float] = (0.02, 0.33),
+                 ratio: Tuple[float, float] = (0.3, 3.3), value: Any = 0, inplace: bool = False,
+                 generator: GeneratorLike = None) -> None:
+        if not (isinstance(value, (int, float, tuple, list)) or value == "random"):
+            raise ValueError(f"RandomErasing: value must be a number, a sequence or 'random', not {value!r}")
+        self.p, self.scale, self.ratio = float(p), tuple(scale), tuple(ratio)
+        self.value, self.inplace = value, inplace
+        self.generator = _generator(generator)
+        _tc.random_erasing_draw(1, 1, self.p, list(self.scale), list(self.ratio), 0, 0)  # checks the arguments
+
+    def get_params(self, width: int, height: int) -> Optional[list]:
+        seed, sequence = self.generator.draw()
+        return _tc.random_erasing_draw(width, height, self.p, list(self.scale), list(self.ratio), seed, sequence)
+
+    def __call__(self, image: Any) -> Any:
+        box = self.get_params(image.shape[-1], image.shape[-2])
+        if box is None:
+            return image
+        out = image if self.inplace else image.clone() if hasattr(image, "clone") else image.copy()
+        return erase_boxes(out, [box], self.value)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(p={self.p}, scale={self.scale}, ratio={self.ratio}, value={self.value}, "
+                f"inplace={self.inplace})")
+
+
+def erase_boxes(images: Any, boxes: Sequence[Any], value: Any = 0) -> Any:
+    """Erases, in place, box i of boxes ([top, left, height, width], or
+    empty/None for none) in image i of a normalised float batch (N, C, H, W;
+    or one C, H, W image and one box), as torchvision's erase() does: value
+    0, a number, one per channel, or "random" (N(0, 1) noise). For a server's
+    uint8 batches with --random-erase, after normalising: the boxes are its
+    --meta "erase" list. Returns images."""
+    batch = images if images.ndim == 4 else images[None]
+    if len(boxes) != batch.shape[0]:
+        raise ValueError(f"erase_boxes: {len(boxes)} boxes for {batch.shape[0]} images")
+    channels = batch.shape[1]
+    for image, box in zip(batch, boxes):
+        if box is None or len(box) == 0:
+            continue
+        top, left, height, width = (int(v) for v in box)
+        if not (0 <= top and 0 <= left and top + height <= image.shape[-2] and left + width <= image.shape[-1]):
+            raise ValueError(f"erase_boxes: box {list(box)} is outside a {image.shape[-2]}x{image.shape[-1]} image")
+        region = image[..., top:top + height, left:left + width]
+        if isinstance(value, str):
+            if value != "random":
+                raise ValueError(f"erase_boxes: value must be a number, a sequence or 'random', not {value!r}")
+            if hasattr(region, "normal_"):
+                region.normal_()
+            else:
+                region[...] = np.random.default_rng().standard_normal(region.shape)
+        elif isinstance(value, (tuple, list)):
+            if len(value) not in (1, channels):
+                raise ValueError(f"erase_boxes: {len(value)} values for {channels} channels")
+            for c in range(channels):
+                region[c] = value[c if len(value) > 1 else 0]
+        else:
+            region[...] = value
+    return images
+
+
 def _checked_rgb(image, name):
     if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
         raise TypeError(f"{name} takes a uint8 (H, W, 3) array (what tensorcom.imaging's crops return), not "
@@ -755,6 +824,8 @@ def _from_torchvision_one(t):
         return ColorJitter(*(r if r is not None else 0 for r in (t.brightness, t.contrast, t.saturation, t.hue)))
     if name == "RandomGrayscale":
         return RandomGrayscale(t.p)
+    if name == "RandomErasing":
+        return RandomErasing(t.p, t.scale, t.ratio, t.value, t.inplace)
     return t
 
 

@@ -29,6 +29,23 @@ void pack_geometry(msgpack::packer<msgpack::sbuffer>& packer, const std::vector<
   }
 }
 
+bool any_erased(const std::vector<SampleGeometry>& geometry) {
+  return std::any_of(geometry.begin(), geometry.end(), [](const SampleGeometry& g) { return g.erase.has_value(); });
+}
+
+void pack_erase(msgpack::packer<msgpack::sbuffer>& packer, const std::vector<SampleGeometry>& geometry) {
+  packer.pack(std::string_view("erase"));
+  packer.pack_array(static_cast<std::uint32_t>(geometry.size()));
+  for (const SampleGeometry& g : geometry) {
+    if (!g.erase) {
+      packer.pack_array(0);
+      continue;
+    }
+    packer.pack_array(4);
+    for (std::int32_t v : *g.erase) packer.pack(v);
+  }
+}
+
 bool any_ops(const std::vector<SampleGeometry>& geometry) {
   return std::any_of(geometry.begin(), geometry.end(), [](const SampleGeometry& g) { return !g.ops.empty(); });
 }
@@ -51,11 +68,12 @@ std::vector<std::byte> encode_metadata(const BatchMetadata& metadata) {
   msgpack::packer<msgpack::sbuffer> packer(buffer);
   const bool geometry = !metadata.geometry.empty();
   const bool ops = geometry && any_ops(metadata.geometry);
+  const bool erase = geometry && any_erased(metadata.geometry);
   const auto& place = metadata.place;
   const std::uint32_t place_fields = place ? 5 + (place->batches ? 1 : 0) : 0;
   const auto& receipt = metadata.receipt;
   const std::uint32_t receipt_fields = receipt ? 2 + (receipt->key.empty() ? 0 : 1) : 0;
-  const std::uint32_t fields = 4 + (geometry ? 3 : 0) + (ops ? 1 : 0) + (metadata.epoch ? 1 : 0) +
+  const std::uint32_t fields = 4 + (geometry ? 3 : 0) + (ops ? 1 : 0) + (erase ? 1 : 0) + (metadata.epoch ? 1 : 0) +
                                (metadata.size ? 1 : 0) + place_fields + receipt_fields;
   packer.pack_map(fields);
   packer.pack(std::string_view("keys"));
@@ -68,6 +86,7 @@ std::vector<std::byte> encode_metadata(const BatchMetadata& metadata) {
   packer.pack(metadata.sequence);
   if (geometry) pack_geometry(packer, metadata.geometry);
   if (ops) pack_ops(packer, metadata.geometry);
+  if (erase) pack_erase(packer, metadata.geometry);
   if (metadata.epoch) packer.pack(std::string_view("epoch")).pack(*metadata.epoch);
   if (metadata.size) packer.pack(std::string_view("size")).pack(*metadata.size);
   if (place) {
@@ -90,7 +109,7 @@ std::vector<std::byte> encode_metadata(const BatchMetadata& metadata) {
 namespace {
 
 // Bounds for hostile input: metadata is a flat map (at most kMaxFields
-// keys: the 20 written today, room for more) of short lists of strings.
+// keys: the 21 written today, room for more) of short lists of strings.
 constexpr std::size_t kMaxItems = 1u << 20;
 constexpr std::size_t kMaxFields = 32;
 constexpr std::size_t kMaxString = 1u << 16;
@@ -177,6 +196,23 @@ void read_ops(std::vector<SampleGeometry>& geometry, const msgpack::object& valu
   }
 }
 
+void read_erase(std::vector<SampleGeometry>& geometry, const msgpack::object& value) {
+  const auto items = as_array(value, "erase");
+  if (geometry.empty()) geometry.resize(items.size());
+  if (geometry.size() != items.size()) bad_geometry("erase", "has a different length from another geometry field");
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto box = as_array(items[i], "erase");
+    if (box.empty()) {
+      geometry[i].erase.reset();
+      continue;
+    }
+    if (box.size() != 4) bad_geometry("erase", "holds a box of " + std::to_string(box.size()) + " values");
+    std::array<std::int32_t, 4> values{};
+    for (std::size_t j = 0; j < 4; ++j) values[j] = as_int32(box[j], "erase");
+    geometry[i].erase = values;
+  }
+}
+
 std::uint64_t as_unsigned(const msgpack::object& value, const char* field) {
   if (value.type != msgpack::type::POSITIVE_INTEGER) {
     throw FormatError(FormatErrorKind::kMetadata, std::string("metadata '") + field + "' is not an unsigned integer",
@@ -257,6 +293,8 @@ void read_field(BatchMetadata& out, std::string_view key, const msgpack::object&
     read_flips(out.geometry, value);
   } else if (key == "ops") {
     read_ops(out.geometry, value);
+  } else if (key == "erase") {
+    read_erase(out.geometry, value);
   }
 }
 

@@ -58,6 +58,7 @@ class ImageAugmenter::Engine {
       : options_(normalised(options, output)), output_(output), context_(options_), jpeg_(context_), other_(context_) {
     if (output.width <= 0 || output.height <= 0) throw ArgumentError("image size must be positive");
     if (options_.auto_augment) policy_.emplace(*options_.auto_augment);
+    if (options_.erasing) check_random_erasing(*options_.erasing);
   }
 
   void augment(std::span<const std::byte> encoded, std::mt19937_64& rng, std::uint8_t* out) {
@@ -67,7 +68,10 @@ class ImageAugmenter::Engine {
     check_fits(t, image.width, image.height);
     record(image, t);
     decoder.render(encoded, t, out);
-    if (!options_.validation) apply_pixel_ops(rng, out);
+    if (!options_.validation) {
+      apply_pixel_ops(rng, out);
+      draw_erasing(rng);
+    }
   }
 
   void render(std::span<const std::byte> encoded, const Transform& t, std::uint8_t* out) {
@@ -145,7 +149,13 @@ class ImageAugmenter::Engine {
 
   void record(Size image, const Transform& t) {
     const PixelBox shown = t.source_box();
-    geometry_ = {shown.x, shown.y, shown.width, shown.height, t.flip, image.width, image.height, {}};
+    geometry_ = {shown.x, shown.y, shown.width, shown.height, t.flip, image.width, image.height, {}, std::nullopt, 0};
+  }
+
+  void draw_erasing(std::mt19937_64& rng) {
+    if (!options_.erasing) return;
+    geometry_.erase = draw_erase_box(output_.width, output_.height, *options_.erasing, rng);
+    if (geometry_.erase && options_.erasing->random_values) geometry_.erase_seed = rng() | 1;  // 0: zeros
   }
 
   // The policy's operations, then ColorJitter's and RandomGrayscale's,

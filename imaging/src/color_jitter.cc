@@ -43,8 +43,8 @@ void draw_color_jitter(const ColorJitterOptions& options, double grayscale_proba
     std::array<int, 4> order{0, 1, 2, 3};
     std::shuffle(order.begin(), order.end(), rng);
     // Every factor is drawn, in torchvision's order, whatever the order applied.
-    const std::array<const std::optional<std::pair<double, double>>*, 4> ranges{
-        &options.brightness, &options.contrast, &options.saturation, &options.hue};
+    const std::array<const std::optional<std::pair<double, double>>*, 4> ranges{&options.brightness, &options.contrast,
+                                                                                &options.saturation, &options.hue};
     std::array<double, 4> factors{};
     for (std::size_t i = 0; i < ranges.size(); ++i) {
       if (*ranges[i]) factors[i] = uniform_float32(rng, **ranges[i]);
@@ -52,7 +52,8 @@ void draw_color_jitter(const ColorJitterOptions& options, double grayscale_proba
     constexpr std::array<AugmentOp, 4> kOps{AugmentOp::kAdjustBrightness, AugmentOp::kAdjustContrast,
                                             AugmentOp::kAdjustSaturation, AugmentOp::kAdjustHue};
     for (int i : order) {
-      if (*ranges[static_cast<std::size_t>(i)]) out.push_back({kOps[static_cast<std::size_t>(i)], factors[static_cast<std::size_t>(i)]});
+      if (*ranges[static_cast<std::size_t>(i)])
+        out.push_back({kOps[static_cast<std::size_t>(i)], factors[static_cast<std::size_t>(i)]});
     }
   }
   if (grayscale_probability > 0 && std::uniform_real_distribution<double>(0.0, 1.0)(rng) < grayscale_probability) {

@@ -176,7 +176,13 @@ SampleSlot BatchAssembler::slot(BatchPlace place, std::size_t index) {
 void BatchAssembler::commit(const SampleSlot& slot, const std::uint8_t* hwc, std::int32_t label, std::string key,
                             std::string shard, const SampleGeometry& geometry) {
   // The slot's memory is this caller's alone until it is committed.
-  if (!slot.direct) convert_image(*slot.format, hwc, slot.image);
+  if (!slot.direct) {
+    convert_image(*slot.format, hwc, slot.image);
+    if (geometry.erase) {
+      erase_image(*slot.format, slot.image, *geometry.erase,
+                  geometry.erase_seed != 0 ? std::optional<std::uint64_t>(geometry.erase_seed) : std::nullopt);
+    }
+  }
   std::lock_guard lock(mutex_);
   Filling& f = find(slot.batch);
   std::memcpy(f.memory.get() + labels_offset(f) + slot.index * sizeof label, &label, sizeof label);

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "tensorcom/codec/batch_layout.h"
 #include "tensorcom/codec/tensor.h"
@@ -35,5 +36,11 @@ struct BatchFormat {
 // Writes one augmented uint8 HWC image into dst in the batch's format.
 // Throws ArgumentError for a float format whose mean or std channel_affine refuses.
 void convert_image(const BatchFormat& format, const std::uint8_t* hwc, std::byte* dst);
+
+// RandomErasing on a float image in the batch's format: the box's values
+// become 0, or N(0, 1) noise from noise_seed when given, as torchvision's
+// erase() on the normalised tensor. uint8 formats are left as they are.
+void erase_image(const BatchFormat& format, std::byte* dst, const std::array<std::int32_t, 4>& box,
+                 std::optional<std::uint64_t> noise_seed);
 
 }  // namespace tensorcom::pipeline

@@ -185,3 +185,54 @@ def test_torchvisions_color_jitter_is_taken_over():
         imaging.ColorJitter(hue=(-0.6, 0.1))
     with pytest.raises(ValueError, match="must be non negative"):
         imaging.ColorJitter(brightness=-1)
+
+
+def test_random_erasing_boxes_follow_torchvision():
+    """Whether a box is drawn, and its height, width and place, as
+    torchvision's RandomErasing draws them (Kolmogorov-Smirnov)."""
+    torch = pytest.importorskip("torch")
+    height, width = 176, 150
+    ours = imaging.RandomErasing(p=0.7, generator=imaging.Generator(2))
+    mine = [ours.get_params(width, height) for _ in range(20000)]
+    torch.manual_seed(1)
+    image = torch.zeros(3, height, width)
+    theirs = []
+    for _ in range(20000):
+        if torch.rand(1) < 0.7:
+            i, j, h, w, v = T.RandomErasing.get_params(image, (0.02, 0.33), (0.3, 3.3), [0.0])
+            theirs.append(None if v is image else [i, j, h, w])
+        else:
+            theirs.append(None)
+    drawn = [b for b in mine if b is not None]
+    drawn_theirs = [b for b in theirs if b is not None]
+    p, _ = chi_square_p(collections.Counter(b is None for b in mine), collections.Counter(b is None for b in theirs))
+    assert p > 0.01, p
+    for k in range(4):
+        assert ks_statistic([b[k] for b in drawn], [b[k] for b in drawn_theirs]) < ks_critical(
+            len(drawn), len(drawn_theirs)), k
+    assert all(0 <= t and 0 <= l and t + h <= height and l + w <= width for t, l, h, w in drawn)
+
+
+def test_erase_boxes_writes_values_as_torchvision_erase():
+    torch = pytest.importorskip("torch")
+    F = pytest.importorskip("torchvision.transforms.functional")
+    batch = torch.randn(3, 3, 20, 24)
+    boxes = [[2, 3, 5, 6], [], [0, 0, 20, 1]]
+    want = batch.clone()
+    want[0] = F.erase(want[0], 2, 3, 5, 6, torch.tensor([0.0])[:, None, None])
+    want[2] = F.erase(want[2], 0, 0, 20, 1, torch.tensor([0.0])[:, None, None])
+    assert torch.equal(imaging.erase_boxes(batch.clone(), boxes), want)
+    noisy = imaging.erase_boxes(batch.clone(), boxes, "random")
+    assert torch.equal(noisy[1], batch[1]) and not torch.equal(noisy[0], batch[0])
+    per_channel = imaging.erase_boxes(np.zeros((1, 3, 4, 4), np.float32), [[1, 1, 2, 2]], (1.0, 2.0, 3.0))
+    assert per_channel[0, 2, 1, 1] == 3.0 and per_channel[0, 0, 0, 0] == 0.0
+    with pytest.raises(ValueError, match="outside a 20x24 image"):
+        imaging.erase_boxes(batch.clone(), [[19, 0, 2, 2], [], []])
+
+
+def test_torchvisions_random_erasing_is_taken_over():
+    composed = imaging.from_torchvision(T.Compose([T.RandomErasing(p=0.25, value="random")]))
+    erasing = composed.transforms[0]
+    assert isinstance(erasing, imaging.RandomErasing) and erasing.p == 0.25 and erasing.value == "random"
+    with pytest.raises(ValueError, match="scale must be"):
+        imaging.RandomErasing(scale=(0.5, 0.2))

@@ -214,6 +214,30 @@ def test_color_jitter_and_grayscale_are_remade_by_torchvision_from_meta(data, tm
     assert_bit_exact_at_full_scale(scores, full_scale)
 
 
+def test_random_erase_boxes_and_values(data, tmp_path):
+    """--random-erase: uint8 output keeps its pixels (the draws come last)
+    and carries the boxes; float output has exactly those boxes erased to 0,
+    and erasing the uint8 batch after normalising gives it."""
+    path, _ = data
+    common = ["--epochs", "1", "-b", "4", "--size", "64", "--seed", "3"]
+    plain = serve(path, tmp_path, *common)
+    boxed = serve(path, tmp_path, *common, "--random-erase", "0.8")
+    floats = serve(path, tmp_path, *common, "--random-erase", "0.8", "--dtype", "float32")
+    boxes = [box for meta in boxed.metas for box in meta["erase"]]
+    assert 0 < sum(1 for b in boxes if b) < len(boxes)
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(plain.batches, boxed.batches))
+    mean, std = np.array([0.485, 0.456, 0.406], np.float32), np.array([0.229, 0.224, 0.225], np.float32)
+    for uint8_batch, float_batch, meta in zip(boxed.batches, floats.batches, boxed.metas):
+        normalised = ((uint8_batch[0].astype(np.float32) / 255 - mean) / std).transpose(0, 3, 1, 2).copy()
+        served = float_batch[0].transpose(0, 3, 1, 2)
+        for image, erased, box in zip(served, normalised, meta["erase"]):
+            if box:  # torchvision's erase(img, top, left, height, width, 0)
+                t, l, h, w = box
+                erased[:, t:t + h, l:l + w] = 0
+                assert not image[:, t:t + h, l:l + w].any()
+        assert np.allclose(normalised, served, atol=1e-5)
+
+
 def test_policy_flags_are_checked(tmp_path):
     for args, message in [(["--auto-augment", "rand"], "--auto-augment: unknown augmentation policy 'rand'"),
                           (["--auto-augment", "ra", "--ra-magnitude", "31"], "--ra-magnitude: RandAugment's magnitude"),
@@ -227,7 +251,12 @@ def test_policy_flags_are_checked(tmp_path):
                           (["--color-jitter", "0.1,0.1,0.1,0.6"], "ColorJitter hue must be at most 0.5"),
                           (["--color-jitter", "-1"], "ColorJitter brightness must be a finite number"),
                           (["--random-grayscale", "1.5"], "expected a probability from 0 to 1"),
-                          (["--random-grayscale", "0.2", "--val"], "not with --val")]:
+                          (["--random-grayscale", "0.2", "--val"], "not with --val"),
+                          (["--random-erase", "1.5"], "expected a probability from 0 to 1"),
+                          (["--random-erase", "0.2"], "--random-erase with uint8 output needs --meta"),
+                          (["--random-erase", "0.2", "--random-erase-value", "pixel", "--meta"],
+                           "--random-erase-value must be 0 or random"),
+                          (["--random-erase-value", "random"], "--random-erase-value needs --random-erase")]:
         r = h.run_server(["-u", str(tmp_path / "none.tar"), *args], str(tmp_path))
         assert r.rc == 1 and message in r.err and r.err.count("\n") == 1, (args, r.rc, r.err)
 

@@ -5,6 +5,7 @@
 //   {"keys": [str...], "shards": [str...], "server": str, "seq": uint,
 //    "crops": [[x, y, w, h]...], "flips": [bool...], "sizes": [[w, h]...],
 //    "ops": [[name, magnitude, name, magnitude, ...]...],
+//    "erase": [[top, left, height, width] or []...],
 //    "epoch": uint, "size": uint,
 //    "stream": str, "fingerprint": str, "seed": uint, "batch": uint,
 //    "batches": uint, "last": bool,
@@ -16,6 +17,9 @@
 // "ops" is there when an augmentation policy ran after the crop: per
 // sample, the operations in the order applied, each torchvision's op name
 // and its signed magnitude (torchvision: _apply_op(img, name, magnitude)).
+// "erase" is there when RandomErasing erased a sample of the batch: per
+// sample its box in output pixels, or [] (torchvision: erase(img, top,
+// left, height, width, value) on the normalised tensor).
 // "epoch" and "size" are there when the server knows them (the image
 // servers do): the epoch the batch's samples were read in (counted from 0)
 // and its images' height and width in pixels, which --size-schedule changes
@@ -32,6 +36,7 @@
 // and whether it is the epoch's last batch.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -64,6 +69,11 @@ struct SampleGeometry {
   std::int32_t source_width = 0;
   std::int32_t source_height = 0;
   std::vector<SampleOp> ops;  // the augmentation policy's, in order applied
+  // RandomErasing's box, [top, left, height, width] in output pixels.
+  std::optional<std::array<std::int32_t, 4>> erase;
+  // The seed of the erased box's N(0, 1) values; 0: the box is zeros (not
+  // in the metadata).
+  std::uint64_t erase_seed = 0;
 
   bool operator==(const SampleGeometry&) const = default;
 };

@@ -25,6 +25,7 @@
 
 #include "tensorcom/imaging/auto_augment.h"
 #include "tensorcom/imaging/color_jitter.h"
+#include "tensorcom/imaging/random_erasing.h"
 #include "tensorcom/imaging/geometry.h"
 #include "tensorcom/imaging/problem.h"
 #include "tensorcom/codec/metadata.h"
@@ -54,6 +55,10 @@ struct AugmentOptions {
   // Training, after the policy: ColorJitter, then RandomGrayscale.
   std::optional<ColorJitterOptions> color_jitter;
   double grayscale_probability = 0;
+  // Training, last: RandomErasing's box, drawn and recorded in
+  // last_geometry().erase; the pixels are left as they are (see
+  // random_erasing.h).
+  std::optional<RandomErasingOptions> erasing;
 };
 
 class ImageAugmenter {
