@@ -96,9 +96,10 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
                                                         po::value(&ra_magnitude_)->default_value(ra_magnitude_),
                                                         "RandAugment's magnitude, a bin of 31 (0 to 30)")(
       "ra-num-ops", po::value(&ra_num_ops_)->default_value(ra_num_ops_), "RandAugment's operations an image")(
-      "policy-interpolation", po::value(&policy_interpolation_)->default_value(policy_interpolation_),
-      "nearest or bilinear: how the policy's shears, translations and rotations sample the crop (torchvision's "
-      "reference scripts pass their --interpolation, bilinear)")(
+      "policy-interpolation", po::value(&policy_interpolation_),
+      "nearest, bilinear or bicubic: how the policy's shears, translations and rotations sample the crop "
+      "(default: bilinear, as torchvision's reference scripts pass their --interpolation; with --aa, random: each "
+      "call bilinear or bicubic, timm's default)")(
       "color-jitter", po::value(&color_jitter_),
       "B[,C,S[,H]]: torchvision's ColorJitter after the policy (brightness, contrast, saturation, hue; one number: "
       "all three of B, C, S, as timm's --color-jitter); training only")(
@@ -209,6 +210,17 @@ bool ImageServerCli::parse(int argc, char** argv) {
 
 namespace {
 
+// timm fills its geometric operations with the mean colour:
+// min(255, round(255 * mean)) per channel, (124, 116, 104) for ImageNet's.
+void fill_timm_policy_with_mean(ImageServerOptions& s) {
+  auto& policy = s.augment.auto_augment;
+  if (!policy || policy->kind != imaging::PolicyKind::kTimmRandAugment) return;
+  for (int c = 0; c < 3; ++c) {
+    const double value = std::nearbyint(255.0 * static_cast<double>(s.format.mean[static_cast<std::size_t>(c)]));
+    policy->geometric.fill[static_cast<std::size_t>(c)] = static_cast<std::uint8_t>(std::clamp(value, 0.0, 255.0));
+  }
+}
+
 // A seed no other server process is likely to draw.
 std::uint64_t draw_seed() {
   std::random_device device;
@@ -233,6 +245,7 @@ void ImageServerCli::finish() {
   finish_connection();
   finish_augment();
   finish_format();
+  fill_timm_policy_with_mean(s);
   if (s.augment.erasing && s.format.pixels == PixelType::kUInt8 && !s.format.metadata) {
     throw ArgumentError(
         "--random-erase with uint8 output needs --meta: the boxes travel there, for the trainer to "
@@ -307,38 +320,57 @@ void ImageServerCli::finish_augment() {
 }
 
 void ImageServerCli::finish_policy() {
-  const bool policy_flags = !vars_["ra-magnitude"].defaulted() || !vars_["ra-num-ops"].defaulted() ||
-                            !vars_["policy-interpolation"].defaulted();
-  if (auto_augment_.empty()) {
-    if (policy_flags)
-      throw ArgumentError("--ra-magnitude, --ra-num-ops and --policy-interpolation need --auto-augment");
+  const bool ra_flags = !vars_["ra-magnitude"].defaulted() || !vars_["ra-num-ops"].defaulted();
+  if (!auto_augment_.empty() && !timm_aa_.empty()) throw ArgumentError("--auto-augment or --aa: one policy, not both");
+  const std::string& name = auto_augment_.empty() ? timm_aa_ : auto_augment_;
+  if (name.empty()) {
+    if (ra_flags || vars_.count("policy-interpolation")) {
+      throw ArgumentError("--ra-magnitude, --ra-num-ops and --policy-interpolation need --auto-augment or --aa");
+    }
     return;
   }
+  const char* flag = auto_augment_.empty() ? "--aa" : "--auto-augment";
   imaging::AugmentOptions& a = server.augment;
-  if (a.validation) throw ArgumentError("--auto-augment is a training augmentation: not with --val");
+  if (a.validation) throw ArgumentError(std::string(flag) + " is a training augmentation: not with --val");
   imaging::AutoAugmentOptions policy;
   try {
-    policy.kind = imaging::parse_policy_kind(auto_augment_);
+    policy.kind = imaging::parse_policy_kind(name);
   } catch (const ArgumentError& e) {
-    throw ArgumentError("--auto-augment: " + std::string(e.what()));
+    throw ArgumentError(std::string(flag) + ": " + e.what());
   }
-  if (policy.kind != imaging::PolicyKind::kRandAugment &&
-      (!vars_["ra-magnitude"].defaulted() || !vars_["ra-num-ops"].defaulted())) {
+  const bool timm = policy.kind == imaging::PolicyKind::kTimmRandAugment;
+  if (timm != auto_augment_.empty()) {
+    throw ArgumentError(timm ? "--auto-augment takes ta_wide, ra or imagenet; timm's strings go to --aa"
+                             : "--aa takes timm's RandAugment strings (rand-...); torchvision's policies go to "
+                               "--auto-augment");
+  }
+  if (policy.kind != imaging::PolicyKind::kRandAugment && ra_flags) {
     throw ArgumentError("--ra-magnitude and --ra-num-ops are RandAugment's: they need --auto-augment ra");
   }
-  if (policy_interpolation_ == "bilinear") {
+  const std::string interpolation = vars_.count("policy-interpolation") ? policy_interpolation_
+                                    : timm                              ? "random"
+                                                                        : "bilinear";
+  if (interpolation == "bilinear") {
     policy.geometric.interpolation = imaging::PolicyInterpolation::kBilinear;
-  } else if (policy_interpolation_ != "nearest") {
-    throw ArgumentError("--policy-interpolation must be nearest or bilinear, not '" +
-                        formats::printable(policy_interpolation_) + "'");
+  } else if (interpolation == "bicubic") {
+    policy.geometric.interpolation = imaging::PolicyInterpolation::kBicubic;
+  } else if (interpolation != "nearest" && !(timm && interpolation == "random")) {
+    throw ArgumentError("--policy-interpolation must be nearest, bilinear or bicubic" +
+                        std::string(timm ? " or random" : "") + ", not '" + formats::printable(interpolation) + "'");
   }
   policy.magnitude = ra_magnitude_;
   policy.num_ops = ra_num_ops_;
+  if (timm) {
+    policy.timm_config = name;
+    policy.timm_random_interpolation = interpolation == "random";
+  }
   try {
     (void)imaging::AutoAugmentPolicy(policy);
   } catch (const ArgumentError& e) {
-    throw ArgumentError(std::string(ra_magnitude_ < 0 || ra_magnitude_ > 30 ? "--ra-magnitude: " : "--ra-num-ops: ") +
-                        e.what());
+    const std::string which = timm                                      ? "--aa: "
+                              : ra_magnitude_ < 0 || ra_magnitude_ > 30 ? "--ra-magnitude: "
+                                                                        : "--ra-num-ops: ";
+    throw ArgumentError(which + e.what());
   }
   a.auto_augment = policy;
 }

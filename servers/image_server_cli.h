@@ -52,6 +52,7 @@ struct ImageServerCli {
   std::string dtype_ = "uint8";
   std::string interpolation_ = "bilinear";
   std::string auto_augment_;  // empty: no policy
+  std::string timm_aa_;       // --aa: timm's RandAugment string; empty: none
   int ra_magnitude_ = 9;      // RandAugment's magnitude bin
   int ra_num_ops_ = 2;        // RandAugment's operations an image
   std::string policy_interpolation_ = "bilinear";

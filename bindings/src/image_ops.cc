@@ -74,8 +74,10 @@ GeometricOptions geometric_options(const std::string& interpolation, std::array<
   GeometricOptions options;
   if (interpolation == "bilinear") {
     options.interpolation = imaging::PolicyInterpolation::kBilinear;
+  } else if (interpolation == "bicubic") {
+    options.interpolation = imaging::PolicyInterpolation::kBicubic;
   } else if (interpolation != "nearest") {
-    throw ArgumentError("interpolation must be 'nearest' or 'bilinear', not '" + interpolation + "'");
+    throw ArgumentError("interpolation must be 'nearest', 'bilinear' or 'bicubic', not '" + interpolation + "'");
   }
   for (int c = 0; c < 3; ++c) {
     if (fill[c] < 0 || fill[c] > 255) throw ArgumentError("fill values must be from 0 to 255");
@@ -91,7 +93,17 @@ imaging::AutoAugmentOptions policy_options(const std::string& policy, int num_op
   options.num_ops = num_ops;
   options.magnitude = magnitude;
   options.num_magnitude_bins = bins;
-  options.geometric = geometric_options(interpolation, fill);
+  const bool timm = options.kind == imaging::PolicyKind::kTimmRandAugment;
+  // "default": timm's random choice for its strings, nearest for torchvision's.
+  const bool random = timm && (interpolation == "random" || interpolation == "default");
+  if (timm) {
+    options.timm_config = policy;
+    options.timm_random_interpolation = random;
+  }
+  options.geometric = geometric_options(random                       ? "bilinear"
+                                        : interpolation == "default" ? "nearest"
+                                                                     : interpolation,
+                                        fill);
   (void)imaging::AutoAugmentPolicy(options);  // refuses bad arguments now
   return options;
 }
@@ -122,7 +134,7 @@ OpList color_jitter_draw(const std::vector<double>& ranges, double grayscale_pro
   imaging::draw_color_jitter(jitter_options(ranges).value_or(imaging::ColorJitterOptions{}), grayscale_probability, rng,
                              ops);
   OpList out;
-  for (const imaging::AppliedOp& op : ops) out.emplace_back(std::string(imaging::augment_op_name(op.op)), op.magnitude);
+  for (const imaging::AppliedOp& op : ops) out.emplace_back(imaging::recorded_op_name(op), op.magnitude);
   return out;
 }
 
@@ -155,23 +167,19 @@ void image_op(const std::string& name, py::array_t<std::uint8_t> image, double a
   found->second(view, argument, options);
 }
 
-imaging::AugmentOp op_named(const std::string& name) {
-  for (int i = 0; i <= static_cast<int>(imaging::AugmentOp::kRgbToGrayscale); ++i) {
-    const auto op = static_cast<imaging::AugmentOp>(i);
-    if (imaging::augment_op_name(op) == name) return op;
-  }
-  throw ArgumentError("no augmentation operation named '" + name + "'");
+imaging::AppliedOp op_named(const std::string& name, double magnitude) {
+  return imaging::op_from_record(name, magnitude);
 }
 
 OpList auto_augment_draw(const std::string& policy, int width, int height, std::uint64_t seed, std::uint64_t sequence,
-                         int num_ops, int magnitude, int num_magnitude_bins) {
+                         int num_ops, int magnitude, int num_magnitude_bins, const std::string& interpolation) {
   if (width <= 0 || height <= 0) throw ArgumentError("image size must be positive");
   const imaging::AutoAugmentPolicy drawer(
-      policy_options(policy, num_ops, magnitude, num_magnitude_bins, "nearest", {0, 0, 0}));
+      policy_options(policy, num_ops, magnitude, num_magnitude_bins, interpolation, {0, 0, 0}));
   auto rng = imaging::sample_rng(seed, sequence);
   OpList out;
   for (const imaging::AppliedOp& op : drawer.draw(width, height, rng)) {
-    out.emplace_back(std::string(imaging::augment_op_name(op.op)), op.magnitude);
+    out.emplace_back(imaging::recorded_op_name(op), op.magnitude);
   }
   return out;
 }
@@ -181,7 +189,7 @@ void auto_augment_apply(py::array_t<std::uint8_t> image, const OpList& ops, cons
   std::vector<imaging::AppliedOp> applied;
   for (const auto& [name, magnitude] : ops) {
     if (!std::isfinite(magnitude)) throw ArgumentError(name + ": the magnitude must be finite");
-    applied.push_back({op_named(name), magnitude});
+    applied.push_back(op_named(name, magnitude));
   }
   const GeometricOptions options = geometric_options(interpolation, fill);
   if (image.ndim() != 3 || image.shape(2) != 3) throw ArgumentError("the image must be a uint8 (H, W, 3) array");
@@ -199,9 +207,10 @@ void auto_augment_apply(py::array_t<std::uint8_t> image, const OpList& ops, cons
 void bind_image_ops(py::module_& m) {
   m.def("auto_augment_draw", &auto_augment_draw, py::arg("policy"), py::arg("width"), py::arg("height"),
         py::arg("seed"), py::arg("sequence"), py::arg("num_ops") = 2, py::arg("magnitude") = 9,
-        py::arg("num_magnitude_bins") = 31,
-        "the operations a policy (ta_wide, ra, imagenet) draws for sample (seed, sequence) of a width x height "
-        "crop: [(torchvision's op name, signed magnitude)]");
+        py::arg("num_magnitude_bins") = 31, py::arg("interpolation") = "default",
+        "the operations a policy (ta_wide, ra, imagenet, or a timm string rand-...) draws for sample (seed, "
+        "sequence) of a width x height crop: [(recorded op name, signed magnitude)]; interpolation matters to timm's "
+        "(default: random)");
   m.def("auto_augment_apply", &auto_augment_apply, py::arg("image"), py::arg("ops"),
         py::arg("interpolation") = "nearest", py::arg("fill") = std::array<int, 3>{0, 0, 0},
         "applies drawn operations [(name, magnitude)] in place, as torchvision's _apply_op does on PIL images");

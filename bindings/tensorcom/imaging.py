@@ -52,7 +52,7 @@ __all__ = [
     "decode", "image_size", "image_format", "read_bytes", "is_image_file", "IMG_EXTENSIONS", "Generator", "Compose",
     "from_torchvision", "RandomResizedCrop", "RandomHorizontalFlip", "Resize", "CenterCrop", "PILToTensor",
     "TrivialAugmentWide", "RandAugment", "AutoAugment", "AutoAugmentPolicy", "ColorJitter", "RandomGrayscale",
-    "RandomErasing", "erase_boxes", "ImageError", "MAX_PIXELS",
+    "RandomErasing", "erase_boxes", "rand_augment_transform", "ImageError", "MAX_PIXELS",
 ]
 
 # The files these transforms decode (torchvision's ImageFolder also lists
@@ -431,8 +431,9 @@ class PILToTensor:
         return f"{type(self).__name__}()"
 
 
-# torchvision's policies take nearest (their default) and bilinear here.
-_POLICY_INTERPOLATIONS = {"nearest": "nearest", "bilinear": "bilinear", 0: "nearest", 2: "bilinear"}
+# torchvision's policies take nearest (their default), bilinear and bicubic.
+_POLICY_INTERPOLATIONS = {"nearest": "nearest", "bilinear": "bilinear", "bicubic": "bicubic", 0: "nearest",
+                          2: "bilinear", 3: "bicubic"}
 
 
 def _policy_interpolation(interpolation, name):
@@ -441,7 +442,7 @@ def _policy_interpolation(interpolation, name):
         key = key.lower()
     if key not in _POLICY_INTERPOLATIONS:
         raise ValueError(f"{name}: interpolation {interpolation!r} is not supported: tensorcom.imaging's policies "
-                         "have nearest and bilinear (Pillow's, torchvision's pixels)")
+                         "have nearest, bilinear and bicubic (Pillow's, torchvision's pixels)")
     return _POLICY_INTERPOLATIONS[key]
 
 
@@ -727,6 +728,59 @@ def _checked_rgb(image, name):
         raise TypeError(f"{name} takes a uint8 (H, W, 3) array (what tensorcom.imaging's crops return), not "
                         f"{type(image).__name__}; put it before PILToTensor")
     return image
+
+
+class TimmRandAugment(_Policy):
+    """timm's RandAugment from its config string, as rand_augment_transform
+    makes it (below)."""
+
+    def __init__(self, config_str: str, fill: Any = (128, 128, 128), interpolation: Any = "random",
+                 generator: GeneratorLike = None) -> None:
+        self._kind = str(config_str)
+        if not self._kind.startswith("rand"):
+            raise ValueError(f"rand_augment_transform: {config_str!r} is not a timm RandAugment string (rand-...)")
+        name = "rand_augment_transform"
+        self.config_str = self._kind
+        self.interpolation = "random" if interpolation == "random" else _policy_interpolation(interpolation, name)
+        self.fill = fill
+        self._fill = _policy_fill(fill, name)
+        self.num_ops, self.magnitude, self.num_magnitude_bins = 2, 9, 31
+        self.generator = _generator(generator)
+        _tc.auto_augment_draw(self._kind, 1, 1, 0, 0, interpolation=self.interpolation)
+
+    def draw_ops(self, width: int, height: int) -> list:
+        seed, sequence = self.generator.draw()
+        return _tc.auto_augment_draw(self._kind, width, height, seed, sequence, interpolation=self.interpolation)
+
+    def apply_ops(self, image: np.ndarray, ops: Sequence[Tuple[str, float]]) -> np.ndarray:
+        out = np.array(self._rgb(image), copy=True, order="C")
+        _tc.auto_augment_apply(out, [(str(n), float(m)) for n, m in ops], "bilinear", self._fill)
+        return out
+
+    def _engine_args(self):
+        args = super()._engine_args()
+        args["policy_interpolation"] = self.interpolation
+        return args
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.config_str!r}, fill={self.fill}, interpolation={self.interpolation})"
+
+
+def rand_augment_transform(config_str: str, hparams: Optional[Dict[str, Any]] = None) -> TimmRandAugment:
+    """timm.data.auto_augment.rand_augment_transform's drop-in: timm's
+    RandAugment from its string ("rand-m9-mstd0.5-inc1": m, n, mstd, mmax,
+    inc, p), on uint8 HWC arrays or fused after the crop. hparams as timm's:
+    img_mean (the fill; timm's default grey 128 without it; timm's
+    create_transform passes round(255 * mean), (124, 116, 104) for ImageNet)
+    and interpolation ("bilinear" or "bicubic"; without it each geometric
+    call picks one at random, timm's "random"). Weighted choices (w, t) are
+    refused."""
+    hparams = dict(hparams or {})
+    unknown = set(hparams) - {"img_mean", "interpolation", "translate_const"}
+    if unknown:
+        raise ValueError(f"rand_augment_transform: hparams {sorted(unknown)} are not supported")
+    interpolation = hparams.get("interpolation", "random")
+    return TimmRandAugment(config_str, hparams.get("img_mean", (128, 128, 128)), interpolation)
 
 
 class _Fused:

@@ -169,7 +169,7 @@ class ImageAugmenter::Engine {
     if (ops.empty()) return;
     const GeometricOptions geometric = policy_ ? policy_->options().geometric : GeometricOptions{};
     apply_ops(ops, {out, output_.width, output_.height}, geometric, policy_scratch_);
-    for (const AppliedOp& op : ops) geometry_.ops.push_back({std::string(augment_op_name(op.op)), op.magnitude});
+    for (const AppliedOp& op : ops) geometry_.ops.push_back({recorded_op_name(op), op.magnitude});
   }
 
   AugmentOptions options_;

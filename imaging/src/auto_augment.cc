@@ -2,8 +2,10 @@
 
 #include <array>
 #include <cmath>
+#include <utility>
 
 #include "tensorcom/codec/error.h"
+#include "tensorcom/imaging/timm_augment.h"
 
 namespace tensorcom::imaging {
 
@@ -178,8 +180,33 @@ void apply_op(const AppliedOp& a, RgbImage image, const GeometricOptions& option
     case AugmentOp::kAdjustContrast: return adjust_contrast(image, a.magnitude);
     case AugmentOp::kAdjustSaturation: return adjust_saturation(image, a.magnitude);
     case AugmentOp::kAdjustHue: return adjust_hue(image, a.magnitude);
+    case AugmentOp::kAdjustSharpness: return adjust_sharpness(image, a.magnitude);
     case AugmentOp::kRgbToGrayscale: return to_grayscale(image);
+    case AugmentOp::kTimmRotate: return rotate(image, a.magnitude, {a.interpolation, options.fill}, scratch);
+    case AugmentOp::kTimmShearX:
+      return pil_affine(image, {1, a.magnitude, 0, 0, 1, 0}, {a.interpolation, options.fill}, scratch);
+    case AugmentOp::kTimmShearY:
+      return pil_affine(image, {1, 0, 0, a.magnitude, 1, 0}, {a.interpolation, options.fill}, scratch);
+    case AugmentOp::kTimmTranslateX:
+      return pil_affine(image, {1, 0, a.magnitude, 0, 1, 0}, {a.interpolation, options.fill}, scratch);
+    case AugmentOp::kTimmTranslateY:
+      return pil_affine(image, {1, 0, 0, 0, 1, a.magnitude}, {a.interpolation, options.fill}, scratch);
+    case AugmentOp::kTimmSolarizeAdd: return solarize_add(image, static_cast<int>(a.magnitude), 128);
   }
+}
+
+bool timm_geometric(AugmentOp op) noexcept {
+  return op == AugmentOp::kTimmRotate || op == AugmentOp::kTimmShearX || op == AugmentOp::kTimmShearY ||
+         op == AugmentOp::kTimmTranslateX || op == AugmentOp::kTimmTranslateY;
+}
+
+std::string_view interpolation_name(PolicyInterpolation i) noexcept {
+  switch (i) {
+    case PolicyInterpolation::kNearest: return "nearest";
+    case PolicyInterpolation::kBilinear: return "bilinear";
+    case PolicyInterpolation::kBicubic: return "bicubic";
+  }
+  return "nearest";
 }
 
 }  // namespace
@@ -205,21 +232,63 @@ std::string_view augment_op_name(AugmentOp op) noexcept {
     case AugmentOp::kAdjustContrast: return "adjust_contrast";
     case AugmentOp::kAdjustSaturation: return "adjust_saturation";
     case AugmentOp::kAdjustHue: return "adjust_hue";
+    case AugmentOp::kAdjustSharpness: return "adjust_sharpness";
     case AugmentOp::kRgbToGrayscale: return "rgb_to_grayscale";
+    case AugmentOp::kTimmRotate: return "timm_rotate";
+    case AugmentOp::kTimmShearX: return "timm_shear_x";
+    case AugmentOp::kTimmShearY: return "timm_shear_y";
+    case AugmentOp::kTimmTranslateX: return "timm_translate_x";
+    case AugmentOp::kTimmTranslateY: return "timm_translate_y";
+    case AugmentOp::kTimmSolarizeAdd: return "timm_solarize_add";
   }
   return "?";
 }
 
+std::string recorded_op_name(const AppliedOp& op) {
+  std::string name(augment_op_name(op.op));
+  if (timm_geometric(op.op)) name += ":" + std::string(interpolation_name(op.interpolation));
+  return name;
+}
+
+AppliedOp op_from_record(std::string_view name, double magnitude) {
+  const std::size_t colon = name.find(':');
+  const std::string_view base = name.substr(0, colon);
+  for (int i = 0; i <= static_cast<int>(AugmentOp::kTimmSolarizeAdd); ++i) {
+    const auto op = static_cast<AugmentOp>(i);
+    if (augment_op_name(op) != base) continue;
+    AppliedOp applied{op, magnitude};
+    if (!timm_geometric(op)) {
+      if (colon != std::string_view::npos) break;
+      return applied;
+    }
+    const std::string_view filter = colon == std::string_view::npos ? "" : name.substr(colon + 1);
+    if (filter == "bilinear") {
+      applied.interpolation = PolicyInterpolation::kBilinear;
+    } else if (filter == "bicubic") {
+      applied.interpolation = PolicyInterpolation::kBicubic;
+    } else if (filter != "nearest") {
+      break;
+    }
+    return applied;
+  }
+  throw ArgumentError("no augmentation operation named '" + std::string(name.substr(0, 80)) + "'");
+}
+
 PolicyKind parse_policy_kind(std::string_view name) {
+  if (name.starts_with("rand-") || name == "rand") return PolicyKind::kTimmRandAugment;
   if (name == "ta_wide") return PolicyKind::kTrivialAugmentWide;
   if (name == "ra") return PolicyKind::kRandAugment;
   if (name == "imagenet") return PolicyKind::kAutoAugmentImageNet;
-  throw ArgumentError("unknown augmentation policy '" + std::string(name) +
-                      "': expected ta_wide (TrivialAugmentWide), ra (RandAugment) or imagenet (AutoAugment's "
-                      "ImageNet policy)");
+  throw ArgumentError("unknown augmentation policy '" + std::string(name.substr(0, 80)) +
+                      "': expected ta_wide (TrivialAugmentWide), ra (RandAugment), imagenet (AutoAugment's "
+                      "ImageNet policy) or a timm RandAugment string (rand-m9-mstd0.5-inc1)");
 }
 
-AutoAugmentPolicy::AutoAugmentPolicy(AutoAugmentOptions options) : options_(options) {
+AutoAugmentPolicy::AutoAugmentPolicy(AutoAugmentOptions options) : options_(std::move(options)) {
+  if (options_.kind == PolicyKind::kTimmRandAugment) {
+    timm_ = parse_timm_rand_augment(options_.timm_config);
+    return;
+  }
   if (options_.kind == PolicyKind::kAutoAugmentImageNet) return;
   if (options_.num_magnitude_bins < 2 || options_.num_magnitude_bins > 1000) {
     throw ArgumentError("the number of magnitude bins must be from 2 to 1000, not " +
@@ -243,6 +312,10 @@ std::vector<AppliedOp> AutoAugmentPolicy::draw(int width, int height, std::mt199
     case PolicyKind::kTrivialAugmentWide: draw_trivial_augment(options_, rng, out); break;
     case PolicyKind::kRandAugment: draw_rand_augment(options_, width, height, rng, out); break;
     case PolicyKind::kAutoAugmentImageNet: draw_auto_augment(width, height, rng, out); break;
+    case PolicyKind::kTimmRandAugment:
+      draw_timm_rand_augment(timm_, width, height, options_.timm_random_interpolation, options_.geometric.interpolation,
+                             rng, out);
+      break;
   }
   return out;
 }

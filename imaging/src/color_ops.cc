@@ -231,6 +231,12 @@ void solarize(RgbImage image, double threshold) {
   apply_lut(image, lut);
 }
 
+void solarize_add(RgbImage image, int add, int threshold) {
+  Lut lut;
+  for (int i = 0; i < 256; ++i) lut[i] = static_cast<std::uint8_t>(i < threshold ? std::min(255, i + add) : i);
+  apply_lut(image, lut);
+}
+
 void autocontrast(RgbImage image) {
   const auto h = channel_histograms(image);
   apply_luts(image, {autocontrast_lut(h[0]), autocontrast_lut(h[1]), autocontrast_lut(h[2])});

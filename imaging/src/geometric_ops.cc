@@ -164,6 +164,39 @@ bool bilinear_pixel(const std::uint8_t* in, int w, int h, double xin, double yin
   return true;
 }
 
+// Pillow's cubic convolution (a = -1) of four values at d.
+double cubic(double v1, double v2, double v3, double v4, double d) {
+  const double p1 = v2, p2 = -v1 + v3, p3 = 2 * (v1 - v2) + v3 - v4, p4 = -v1 + v2 - v3 + v4;
+  return p1 + d * (p2 + d * (p3 + d * p4));
+}
+
+// Pillow's bicubic_filter32RGB at (xin, yin); false outside the image. The
+// first row is clamped, the three below repeat the one above where they
+// fall outside.
+bool bicubic_pixel(const std::uint8_t* in, int w, int h, double xin, double yin, std::uint8_t* out) {
+  if (xin < 0.0 || xin >= w || yin < 0.0 || yin >= h) return false;
+  xin -= 0.5;
+  yin -= 0.5;
+  int x = floor_int(xin), y = floor_int(yin);
+  const double dx = xin - x, dy = yin - y;
+  --x;
+  --y;
+  int xs[4];
+  for (int k = 0; k < 4; ++k) xs[k] = std::clamp(x + k, 0, w - 1);
+  for (int b = 0; b < 3; ++b) {
+    const auto row = [&](int py) {
+      const std::uint8_t* r = in + static_cast<std::size_t>(py) * w * 3 + b;
+      return cubic(r[xs[0] * 3], r[xs[1] * 3], r[xs[2] * 3], r[xs[3] * 3], dx);
+    };
+    double v[4];
+    v[0] = row(std::clamp(y, 0, h - 1));
+    for (int k = 1; k < 4; ++k) v[k] = (y + k >= 0 && y + k < h) ? row(y + k) : v[k - 1];
+    const double value = cubic(v[0], v[1], v[2], v[3], dy);
+    out[b] = value <= 0 ? 0 : value >= 255 ? 255 : static_cast<std::uint8_t>(value);
+  }
+  return true;
+}
+
 // ImagingGenericTransform with the affine transform and the bilinear filter.
 void affine_bilinear(const std::uint8_t* in, RgbImage out, const Matrix& a) {
   const int w = out.width, h = out.height;
@@ -178,6 +211,20 @@ void affine_bilinear(const std::uint8_t* in, RgbImage out, const Matrix& a) {
   }
 }
 
+// ImagingGenericTransform with the affine transform and the bicubic filter.
+void affine_bicubic(const std::uint8_t* in, RgbImage out, const Matrix& a) {
+  const int w = out.width, h = out.height;
+  for (int y = 0; y < h; ++y) {
+    std::uint8_t* row = out.pixels + static_cast<std::size_t>(y) * w * 3;
+    const double yc = y + 0.5;
+    for (int x = 0; x < w; ++x) {
+      const double xc = x + 0.5;
+      (void)bicubic_pixel(in, w, h, a[0] * xc + a[1] * yc + a[2], a[3] * xc + a[4] * yc + a[5],
+                          row + static_cast<std::size_t>(x) * 3);
+    }
+  }
+}
+
 // Image.transform(size, AFFINE, m, resample, fillcolor): the output starts
 // as the fill colour; Pillow picks its path from the filter and matrix.
 void transform_affine(RgbImage image, const Matrix& a, const GeometricOptions& options,
@@ -186,6 +233,8 @@ void transform_affine(RgbImage image, const Matrix& a, const GeometricOptions& o
   fill_all(image, options.fill);
   if (options.interpolation == PolicyInterpolation::kBilinear) {
     affine_bilinear(scratch.data(), image, a);
+  } else if (options.interpolation == PolicyInterpolation::kBicubic) {
+    affine_bicubic(scratch.data(), image, a);
   } else if (a[1] == 0 && a[3] == 0) {
     scale_affine(scratch.data(), image, a);
   } else {
@@ -265,6 +314,12 @@ void rotate(RgbImage image, double degrees, const GeometricOptions& options, std
   m[2] = m2 + cx;
   m[5] = m5 + cy;
   transform_affine(image, m, options, scratch);
+}
+
+void pil_affine(RgbImage image, const std::array<double, 6>& matrix, const GeometricOptions& options,
+                std::vector<std::uint8_t>& scratch) {
+  if (image.width <= 0 || image.height <= 0) return;
+  transform_affine(image, matrix, options, scratch);
 }
 
 }  // namespace tensorcom::imaging

@@ -107,7 +107,7 @@ def test_draws_are_the_samples_own():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"policy": "rand"}, "unknown augmentation policy 'rand'"),
+    ({"policy": "randaug"}, "unknown augmentation policy 'randaug'"),
     ({"policy": "ra", "magnitude": 31}, "RandAugment's magnitude must be from 0 to 30"),
     ({"policy": "ra", "magnitude": -1}, "RandAugment's magnitude must be from 0 to 30"),
     ({"policy": "ra", "num_ops": 17}, "RandAugment's number of operations must be from 0 to 16"),

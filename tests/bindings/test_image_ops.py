@@ -1,6 +1,6 @@
 """The augmentation policies' operations against torchvision on PIL images:
 equal bit for bit, for every operation over a spread of magnitudes (the
-geometric ones through torchvision's own _apply_op, nearest and bilinear,
+geometric ones through torchvision's own _apply_op, nearest, bilinear and bicubic,
 with and without a fill colour), on textured images of awkward sizes down
 to 1x1 and one-pixel-thin strips."""
 import numpy as np
@@ -60,7 +60,8 @@ GEOMETRIC = {
     "translate_y": ("TranslateY", [0.0, 1.07, -3.2, 16.0, -32.0, 67.6, 500.0]),
     "rotate": ("Rotate", [0.0, -0.0, 4.5, -30.0, 90.0, -90.0, 135.0, 180.0, -180.0, 270.0, 45.5, 1e-20]),
 }
-INTERPOLATIONS = {"nearest": InterpolationMode.NEAREST, "bilinear": InterpolationMode.BILINEAR}
+INTERPOLATIONS = {"nearest": InterpolationMode.NEAREST, "bilinear": InterpolationMode.BILINEAR,
+                  "bicubic": InterpolationMode.BICUBIC}
 
 
 @pytest.mark.parametrize("name", sorted(GEOMETRIC))
@@ -94,8 +95,8 @@ def test_bad_arguments_are_refused_naming_them(name, argument, message):
 
 def test_bad_geometric_options_are_refused_naming_them():
     image = np.zeros((4, 4, 3), np.uint8)
-    with pytest.raises(ValueError, match="interpolation must be 'nearest' or 'bilinear', not 'bicubic'"):
-        C.image_op("rotate", image, 10.0, interpolation="bicubic")
+    with pytest.raises(ValueError, match="interpolation must be 'nearest', 'bilinear' or 'bicubic', not 'lanczos'"):
+        C.image_op("rotate", image, 10.0, interpolation="lanczos")
     with pytest.raises(ValueError, match="fill values must be from 0 to 255"):
         C.image_op("rotate", image, 10.0, fill=(0, 256, 0))
 

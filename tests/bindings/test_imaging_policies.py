@@ -92,7 +92,7 @@ def test_torchvisions_policies_are_taken_over_with_their_arguments():
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda: imaging.TrivialAugmentWide(interpolation=T.InterpolationMode.BICUBIC),
+    (lambda: imaging.TrivialAugmentWide(interpolation=T.InterpolationMode.LANCZOS),
      "interpolation .* is not supported"),
     (lambda: imaging.AutoAugment(autoaugment.AutoAugmentPolicy.CIFAR10), "policy .* is not supported"),
     (lambda: imaging.RandAugment(magnitude=31), "RandAugment's magnitude must be from 0 to 30"),

@@ -41,7 +41,17 @@ enum class AugmentOp : std::uint8_t {
   kAdjustContrast,
   kAdjustSaturation,
   kAdjustHue,
+  kAdjustSharpness,
   kRgbToGrayscale,
+  // timm's operation functions, the magnitude their argument, resampled as
+  // AppliedOp::interpolation says: rotate(degrees), shear_x/_y(factor),
+  // translate_x/_y (pixels, not rounded), solarize_add(add, thresh 128).
+  kTimmRotate,
+  kTimmShearX,
+  kTimmShearY,
+  kTimmTranslateX,
+  kTimmTranslateY,
+  kTimmSolarizeAdd,
 };
 
 [[nodiscard]] std::string_view augment_op_name(AugmentOp op) noexcept;
@@ -51,22 +61,44 @@ enum class AugmentOp : std::uint8_t {
 struct AppliedOp {
   AugmentOp op = AugmentOp::kIdentity;
   double magnitude = 0;
+  // timm's geometric operations: the filter this call chose.
+  PolicyInterpolation interpolation = PolicyInterpolation::kNearest;
 
   bool operator==(const AppliedOp&) const = default;
 };
 
-enum class PolicyKind { kTrivialAugmentWide, kRandAugment, kAutoAugmentImageNet };
+// The name recorded in metadata: augment_op_name, and for timm's geometric
+// operations ":bilinear" or ":bicubic" after it.
+[[nodiscard]] std::string recorded_op_name(const AppliedOp& op);
+// The operation a recorded name names (the filter set for timm's); throws
+// ArgumentError for a name it does not know.
+[[nodiscard]] AppliedOp op_from_record(std::string_view name, double magnitude);
+
+// timm's RandAugment config (timm_augment.h parses and draws it).
+struct TimmRandAugmentOptions {
+  int magnitude = 10;        // m
+  int num_layers = 2;        // n
+  double probability = 0.5;  // p
+  double magnitude_std = 0;  // mstd (infinity: uniform in [0, m])
+  int magnitude_max = 0;     // mmax (0: 10)
+  bool increasing = false;   // inc
+};
+
+enum class PolicyKind { kTrivialAugmentWide, kRandAugment, kAutoAugmentImageNet, kTimmRandAugment };
 
 struct AutoAugmentOptions {
   PolicyKind kind = PolicyKind::kTrivialAugmentWide;
-  int num_ops = 2;              // RandAugment: operations an image
-  int magnitude = 9;            // RandAugment: the bin every operation takes
-  int num_magnitude_bins = 31;  // TrivialAugmentWide and RandAugment
-  GeometricOptions geometric;   // interpolation and fill of the geometric operations
+  int num_ops = 2;                        // RandAugment: operations an image
+  int magnitude = 9;                      // RandAugment: the bin every operation takes
+  int num_magnitude_bins = 31;            // TrivialAugmentWide and RandAugment
+  GeometricOptions geometric;             // interpolation and fill of the geometric operations
+  std::string timm_config;                // kTimmRandAugment: timm's string, "rand-m9-mstd0.5-inc1"
+  bool timm_random_interpolation = true;  // kTimmRandAugment: each call bilinear or bicubic
 };
 
 // "ta_wide", "ra" or "imagenet" (torchvision's reference scripts'
-// --auto-augment names); throws ArgumentError naming the others.
+// --auto-augment names), or a timm string "rand-..." (kTimmRandAugment);
+// throws ArgumentError naming the others.
 [[nodiscard]] PolicyKind parse_policy_kind(std::string_view name);
 
 class AutoAugmentPolicy {
@@ -82,6 +114,7 @@ class AutoAugmentPolicy {
 
  private:
   AutoAugmentOptions options_;
+  TimmRandAugmentOptions timm_;  // kTimmRandAugment's parsed string
 };
 
 // Applies drawn operations in order, in place.

@@ -24,6 +24,8 @@ void invert(RgbImage image);
 void posterize(RgbImage image, int bits);
 // ImageOps.solarize: values at or above the threshold become 255 - v.
 void solarize(RgbImage image, double threshold);
+// timm's solarize_add: values below the threshold get `add` more, at most 255.
+void solarize_add(RgbImage image, int add, int threshold);
 // ImageOps.autocontrast (no cutoff): each channel stretched so that its
 // lowest value becomes 0 and its highest 255.
 void autocontrast(RgbImage image);

@@ -15,7 +15,7 @@
 
 namespace tensorcom::imaging {
 
-enum class PolicyInterpolation { kNearest, kBilinear };
+enum class PolicyInterpolation { kNearest, kBilinear, kBicubic };
 
 using FillColor = std::array<std::uint8_t, 3>;
 
@@ -33,5 +33,11 @@ void translate_x(RgbImage image, double pixels, const GeometricOptions& options,
 void translate_y(RgbImage image, double pixels, const GeometricOptions& options, std::vector<std::uint8_t>& scratch);
 // degrees: counter-clockwise about the centre, the image's size kept.
 void rotate(RgbImage image, double degrees, const GeometricOptions& options, std::vector<std::uint8_t>& scratch);
+
+// Pillow's Image.transform(size, AFFINE, matrix, resample, fillcolor) itself:
+// output pixel (x, y) takes the input at (m0 x + m1 y + m2, m3 x + m4 y + m5)
+// (pixel centres), as timm's operations call it.
+void pil_affine(RgbImage image, const std::array<double, 6>& matrix, const GeometricOptions& options,
+                std::vector<std::uint8_t>& scratch);
 
 }  // namespace tensorcom::imaging
