@@ -92,9 +92,12 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
       "or fast (DCT-scaled decode, 2-tap bilinear)")(
       "auto-augment", po::value(&auto_augment_),
       "after the crop and flip, torchvision's policy: ta_wide (TrivialAugmentWide), ra (RandAugment) or imagenet "
-      "(AutoAugment's ImageNet policy); training only")("ra-magnitude",
-                                                        po::value(&ra_magnitude_)->default_value(ra_magnitude_),
-                                                        "RandAugment's magnitude, a bin of 31 (0 to 30)")(
+      "(AutoAugment's ImageNet policy); training only")(
+      "aa", po::value(&timm_aa_),
+      "timm's RandAugment string (rand-m9-mstd0.5-inc1, as timm's --aa) after the crop and flip, filled with "
+      "round(255 * --mean) as timm fills; training only")("ra-magnitude",
+                                                          po::value(&ra_magnitude_)->default_value(ra_magnitude_),
+                                                          "RandAugment's magnitude, a bin of 31 (0 to 30)")(
       "ra-num-ops", po::value(&ra_num_ops_)->default_value(ra_num_ops_), "RandAugment's operations an image")(
       "policy-interpolation", po::value(&policy_interpolation_),
       "nearest, bilinear or bicubic: how the policy's shears, translations and rotations sample the crop "

@@ -66,7 +66,7 @@ double randomly_negate(double v, std::mt19937_64& rng) {
 PolicyInterpolation pick(bool random, PolicyInterpolation fixed, std::mt19937_64& rng) {
   if (!random) return fixed;
   return std::uniform_int_distribution<int>(0, 1)(rng) == 0 ? PolicyInterpolation::kBilinear
-                                                             : PolicyInterpolation::kBicubic;
+                                                            : PolicyInterpolation::kBicubic;
 }
 
 // The level functions: the argument timm's op function gets at magnitude m.

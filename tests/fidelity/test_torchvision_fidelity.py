@@ -187,6 +187,55 @@ def test_policy_samples_are_remade_by_torchvision_from_meta(data, tmp_path, poli
     assert_bit_exact_at_full_scale(scores, full_scale)
 
 
+def test_timm_rand_augment_is_remade_from_meta(data, tmp_path):
+    """--aa: each recorded timm operation, done by the Pillow call timm's op
+    function makes (rotate, AFFINE transform, ImageEnhance, ImageOps), with
+    timm's fill for ImageNet's mean and the filter the call chose."""
+    from PIL import ImageEnhance, ImageOps
+    path, encoded = data
+    size, fill = 96, (124, 116, 104)
+    r = serve(path, tmp_path, "--epochs", "3", "-b", "4", "--size", str(size), "--seed", "4",
+              "--aa", "rand-m9-mstd0.5-inc1")
+    filters = {"bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}
+    scores, full_scale, seen = [], [], set()
+    for arrays, meta in zip(r.batches, r.metas):
+        ops = meta.get("ops", [[] for _ in meta["keys"]])
+        for image, key, (x, y, w, hgt), flip, flat in zip(arrays[0], meta["keys"], meta["crops"], meta["flips"], ops):
+            ref = F.resized_crop(pil(encoded[key]), y, x, hgt, w, [size, size], interpolation=MODES["bilinear"])
+            if flip:
+                ref = F.hflip(ref)
+            for name, arg in zip(flat[::2], flat[1::2]):
+                base, _, how = name.partition(":")
+                seen.add(base)
+                kw = {"fillcolor": fill, "resample": filters.get(how)}
+                matrices = {"timm_shear_x": (1, arg, 0, 0, 1, 0), "timm_shear_y": (1, 0, 0, arg, 1, 0),
+                            "timm_translate_x": (1, 0, arg, 0, 1, 0), "timm_translate_y": (1, 0, 0, 0, 1, arg)}
+                if base == "timm_rotate":
+                    ref = ref.rotate(arg, **kw)
+                elif base in matrices:
+                    ref = ref.transform(ref.size, Image.AFFINE, matrices[base], **kw)
+                elif base == "timm_solarize_add":
+                    ref = ref.point([min(255, i + int(arg)) if i < 128 else i for i in range(256)] * 3)
+                elif base.startswith("adjust_"):
+                    enhancer = {"adjust_saturation": ImageEnhance.Color}.get(
+                        base, getattr(ImageEnhance, base[len("adjust_"):].capitalize(), None))
+                    ref = enhancer(ref).enhance(arg)
+                else:
+                    ref = autoaugment_op(ref, base, arg, ImageOps)
+            scores.append(psnr(np.asarray(ref), image))
+            full_scale.append(decoded_at_full_scale(min(w, hgt), size))
+    assert len(seen) >= 8, seen
+    assert_bit_exact_at_full_scale(scores, full_scale)
+
+
+def autoaugment_op(image, name, argument, ImageOps):
+    if name == "Posterize":
+        return image if argument >= 8 else ImageOps.posterize(image, int(argument))
+    if name == "Solarize":
+        return ImageOps.solarize(image, argument)
+    return {"AutoContrast": ImageOps.autocontrast, "Equalize": ImageOps.equalize, "Invert": ImageOps.invert}[name](image)
+
+
 def test_color_jitter_and_grayscale_are_remade_by_torchvision_from_meta(data, tmp_path):
     """ColorJitter's four adjustments in their drawn order and factors, then
     RandomGrayscale, as --meta records them: torchvision's functional calls."""
@@ -239,13 +288,19 @@ def test_random_erase_boxes_and_values(data, tmp_path):
 
 
 def test_policy_flags_are_checked(tmp_path):
-    for args, message in [(["--auto-augment", "rand"], "--auto-augment: unknown augmentation policy 'rand'"),
+    for args, message in [(["--auto-augment", "randaug"], "--auto-augment: unknown augmentation policy 'randaug'"),
                           (["--auto-augment", "ra", "--ra-magnitude", "31"], "--ra-magnitude: RandAugment's magnitude"),
                           (["--auto-augment", "ta_wide", "--ra-magnitude", "5"], "need --auto-augment ra"),
-                          (["--ra-num-ops", "3"], "need --auto-augment"),
+                          (["--ra-num-ops", "3"], "need --auto-augment or --aa"),
                           (["--auto-augment", "ta_wide", "--val"], "not with --val"),
-                          (["--auto-augment", "ra", "--policy-interpolation", "bicubic"],
-                           "--policy-interpolation must be nearest or bilinear"),
+                          (["--auto-augment", "ra", "--policy-interpolation", "lanczos"],
+                           "--policy-interpolation must be nearest, bilinear or bicubic, not 'lanczos'"),
+                          (["--auto-augment", "ra", "--policy-interpolation", "random"],
+                           "--policy-interpolation must be nearest, bilinear or bicubic, not 'random'"),
+                          (["--aa", "rand-m9-q4"], "--aa: timm RandAugment 'rand-m9-q4': unknown section 'q4'"),
+                          (["--aa", "ta_wide"], "--aa takes timm's RandAugment strings"),
+                          (["--auto-augment", "rand-m9"], "timm's strings go to --aa"),
+                          (["--auto-augment", "ra", "--aa", "rand-m9"], "one policy, not both"),
                           (["--color-jitter", "0.4,0.4"], "expected B, B,C,S or B,C,S,H"),
                           (["--color-jitter", "0.4,x,0.4"], "expected B, B,C,S or B,C,S,H"),
                           (["--color-jitter", "0.1,0.1,0.1,0.6"], "ColorJitter hue must be at most 0.5"),
