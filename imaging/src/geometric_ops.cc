@@ -139,23 +139,24 @@ void affine_nearest_double(const std::uint8_t* in, RgbImage out, const Matrix& a
 }
 
 // Pillow's bilinear_filter32RGB at (xin, yin); false outside the image.
+// Columns clamp to the image; the second row is used only where it exists.
 bool bilinear_pixel(const std::uint8_t* in, int w, int h, double xin, double yin, std::uint8_t* out) {
   if (xin < 0.0 || xin >= w || yin < 0.0 || yin >= h) return false;
   xin -= 0.5;
   yin -= 0.5;
   const int x = floor_int(xin), y = floor_int(yin);
   const double dx = xin - x, dy = yin - y;
-  const int xa = std::clamp(x, 0, w - 1), xb = std::clamp(x + 1, 0, w - 1), ya = std::clamp(y, 0, h - 1);
-  const bool below = y + 1 >= 0 && y + 1 < h;
-  for (int b = 0; b < 3; ++b) {
-    const auto at = [&](int px, int py) {
-      return static_cast<int>(in[(static_cast<std::size_t>(py) * w + px) * 3 + b]);
-    };
-    const int pa = at(xa, ya), pb = at(xb, ya);
+  const std::size_t row = static_cast<std::size_t>(w) * 3;
+  const std::size_t xa = static_cast<std::size_t>(std::clamp(x, 0, w - 1)) * 3;
+  const std::size_t xb = static_cast<std::size_t>(std::clamp(x + 1, 0, w - 1)) * 3;
+  const std::uint8_t* top = in + static_cast<std::size_t>(std::clamp(y, 0, h - 1)) * row;
+  const std::uint8_t* below = y + 1 >= 0 && y + 1 < h ? in + static_cast<std::size_t>(y + 1) * row : nullptr;
+  for (std::size_t b = 0; b < 3; ++b) {
+    const int pa = top[xa + b], pb = top[xb + b];
     double v1 = pa + (pb - pa) * dx;
     double v2 = v1;
     if (below) {
-      const int qa = at(xa, y + 1), qb = at(xb, y + 1);
+      const int qa = below[xa + b], qb = below[xb + b];
       v2 = qa + (qb - qa) * dx;
     }
     v1 = v1 + (v2 - v1) * dy;
@@ -225,13 +226,35 @@ void affine_bicubic(const std::uint8_t* in, RgbImage out, const Matrix& a) {
   }
 }
 
+// A whole-pixel shift (torchvision's translations): every filter then
+// takes each covered pixel from one source pixel (dx = dy = 0 for the
+// bilinear and bicubic ones), and the same pixels fall inside the image.
+bool integer_shift(const Matrix& a) {
+  return a[0] == 1 && a[1] == 0 && a[3] == 0 && a[4] == 1 && a[2] == std::trunc(a[2]) &&
+         a[5] == std::trunc(a[5]) && std::fabs(a[2]) < 1e9 && std::fabs(a[5]) < 1e9;
+}
+
+void shift_rows(const std::uint8_t* in, RgbImage out, int sx, int sy) {
+  const int w = out.width, h = out.height;
+  const int first = std::max(0, -sx), last = std::min(w, w - sx);  // output columns with a source
+  if (first >= last) return;
+  for (int y = 0; y < h; ++y) {
+    const int yin = y + sy;
+    if (yin < 0 || yin >= h) continue;
+    std::memcpy(out.pixels + (static_cast<std::size_t>(y) * w + first) * 3,
+                in + (static_cast<std::size_t>(yin) * w + first + sx) * 3, static_cast<std::size_t>(last - first) * 3);
+  }
+}
+
 // Image.transform(size, AFFINE, m, resample, fillcolor): the output starts
 // as the fill colour; Pillow picks its path from the filter and matrix.
 void transform_affine(RgbImage image, const Matrix& a, const GeometricOptions& options,
                       std::vector<std::uint8_t>& scratch) {
   scratch.assign(image.pixels, image.pixels + byte_count(image));
   fill_all(image, options.fill);
-  if (options.interpolation == PolicyInterpolation::kBilinear) {
+  if (integer_shift(a)) {
+    shift_rows(scratch.data(), image, static_cast<int>(a[2]), static_cast<int>(a[5]));
+  } else if (options.interpolation == PolicyInterpolation::kBilinear) {
     affine_bilinear(scratch.data(), image, a);
   } else if (options.interpolation == PolicyInterpolation::kBicubic) {
     affine_bicubic(scratch.data(), image, a);
