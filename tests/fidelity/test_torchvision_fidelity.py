@@ -287,6 +287,21 @@ def test_random_erase_boxes_and_values(data, tmp_path):
         assert np.allclose(normalised, served, atol=1e-5)
 
 
+def test_augmented_streams_repeat_with_their_seed(data, tmp_path):
+    """Every draw comes from the sample's (seed, epoch, position): two runs
+    with one seed serve the same pixels and record the same operations."""
+    path, _ = data
+    args = ["--epochs", "2", "-b", "4", "--size", "48", "--seed", "12", "--aa", "rand-m9-mstd0.5-inc1",
+            "--color-jitter", "0.3", "--random-grayscale", "0.2", "--random-erase", "0.5"]
+    first, second = serve(path, tmp_path, *args), serve(path, tmp_path, *args)
+    assert len(first.batches) == len(second.batches) > 0
+    for a, b in zip(first.batches, second.batches):
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    for a, b in zip(first.metas, second.metas):
+        assert a["ops"] == b["ops"] and a.get("erase") == b.get("erase") and a["crops"] == b["crops"]
+    assert any("erase" in meta for meta in first.metas)
+
+
 def test_policy_flags_are_checked(tmp_path):
     for args, message in [(["--auto-augment", "randaug"], "--auto-augment: unknown augmentation policy 'randaug'"),
                           (["--auto-augment", "ra", "--ra-magnitude", "31"], "--ra-magnitude: RandAugment's magnitude"),
