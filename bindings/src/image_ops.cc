@@ -27,6 +27,15 @@ using imaging::GeometricOptions;
 
 using OpList = std::vector<std::pair<std::string, double>>;
 
+// The array as an image the operations work on in place.
+imaging::RgbImage rgb_view(py::array_t<std::uint8_t>& image) {
+  if (image.ndim() != 3 || image.shape(2) != 3) throw ArgumentError("the image must be a uint8 (H, W, 3) array");
+  if (!(image.flags() & py::array::c_style) || !image.writeable()) {
+    throw ArgumentError("the image must be a writable C-contiguous array");
+  }
+  return {image.mutable_data(), static_cast<int>(image.shape(1)), static_cast<int>(image.shape(0))};
+}
+
 std::vector<std::uint8_t>& scratch() {
   thread_local std::vector<std::uint8_t> bytes;
   return bytes;
@@ -157,18 +166,9 @@ void image_op(const std::string& name, py::array_t<std::uint8_t> image, double a
   if (found == operations().end()) throw ArgumentError("no image operation named '" + name + "'");
   const GeometricOptions options = geometric_options(interpolation, fill);
   check_argument(name, argument);
-  if (image.ndim() != 3 || image.shape(2) != 3) throw ArgumentError("the image must be a uint8 (H, W, 3) array");
-  if (!(image.flags() & py::array::c_style) || !image.writeable()) {
-    throw ArgumentError("the image must be a writable C-contiguous array");
-  }
-  const imaging::RgbImage view{image.mutable_data(), static_cast<int>(image.shape(1)),
-                               static_cast<int>(image.shape(0))};
+  const imaging::RgbImage view = rgb_view(image);
   const py::gil_scoped_release release;
   found->second(view, argument, options);
-}
-
-imaging::AppliedOp op_named(const std::string& name, double magnitude) {
-  return imaging::op_from_record(name, magnitude);
 }
 
 OpList auto_augment_draw(const std::string& policy, int width, int height, std::uint64_t seed, std::uint64_t sequence,
@@ -189,15 +189,10 @@ void auto_augment_apply(py::array_t<std::uint8_t> image, const OpList& ops, cons
   std::vector<imaging::AppliedOp> applied;
   for (const auto& [name, magnitude] : ops) {
     if (!std::isfinite(magnitude)) throw ArgumentError(name + ": the magnitude must be finite");
-    applied.push_back(op_named(name, magnitude));
+    applied.push_back(imaging::op_from_record(name, magnitude));
   }
   const GeometricOptions options = geometric_options(interpolation, fill);
-  if (image.ndim() != 3 || image.shape(2) != 3) throw ArgumentError("the image must be a uint8 (H, W, 3) array");
-  if (!(image.flags() & py::array::c_style) || !image.writeable()) {
-    throw ArgumentError("the image must be a writable C-contiguous array");
-  }
-  const imaging::RgbImage view{image.mutable_data(), static_cast<int>(image.shape(1)),
-                               static_cast<int>(image.shape(0))};
+  const imaging::RgbImage view = rgb_view(image);
   const py::gil_scoped_release release;
   imaging::apply_ops(applied, view, options, scratch());
 }

@@ -73,15 +73,19 @@ Path = Union[str, "os.PathLike[str]"]
 _INTERPOLATIONS = {"bilinear": "bilinear", "bicubic": "bicubic", "fast": "fast", 2: "bilinear", 3: "bicubic"}
 
 
-def _interpolation_name(interpolation):
-    """torchvision's InterpolationMode, PIL's constants or a name, as the engine's name."""
+def _named_interpolation(interpolation, names, refusal):
+    """torchvision's InterpolationMode, PIL's constants or a name, as the engine's name in names."""
     key = getattr(interpolation, "value", interpolation)
     if isinstance(key, str):
         key = key.lower()
-    if key not in _INTERPOLATIONS:
-        raise ValueError(f"interpolation {interpolation!r}: tensorcom.imaging has bilinear, bicubic "
-                         "(Pillow's, torchvision's pixels) and fast")
-    return _INTERPOLATIONS[key]
+    if key not in names:
+        raise ValueError(refusal)
+    return names[key]
+
+
+def _interpolation_name(interpolation):
+    return _named_interpolation(interpolation, _INTERPOLATIONS, f"interpolation {interpolation!r}: tensorcom.imaging "
+                                "has bilinear, bicubic (Pillow's, torchvision's pixels) and fast")
 
 
 def _size_pair(size, name):
@@ -437,13 +441,9 @@ _POLICY_INTERPOLATIONS = {"nearest": "nearest", "bilinear": "bilinear", "bicubic
 
 
 def _policy_interpolation(interpolation, name):
-    key = getattr(interpolation, "value", interpolation)
-    if isinstance(key, str):
-        key = key.lower()
-    if key not in _POLICY_INTERPOLATIONS:
-        raise ValueError(f"{name}: interpolation {interpolation!r} is not supported: tensorcom.imaging's policies "
-                         "have nearest, bilinear and bicubic (Pillow's, torchvision's pixels)")
-    return _POLICY_INTERPOLATIONS[key]
+    return _named_interpolation(interpolation, _POLICY_INTERPOLATIONS,
+                                f"{name}: interpolation {interpolation!r} is not supported: tensorcom.imaging's "
+                                "policies have nearest, bilinear and bicubic (Pillow's, torchvision's pixels)")
 
 
 def _policy_fill(fill, name):

@@ -198,30 +198,19 @@ bool bicubic_pixel(const std::uint8_t* in, int w, int h, double xin, double yin,
   return true;
 }
 
-// ImagingGenericTransform with the affine transform and the bilinear filter.
-void affine_bilinear(const std::uint8_t* in, RgbImage out, const Matrix& a) {
+// ImagingGenericTransform: each output pixel's centre mapped by the
+// matrix and sampled by the filter (Pillow's bilinear or bicubic), left
+// the fill colour where the filter finds it outside the image.
+template <class Filter>
+void affine_filtered(const std::uint8_t* in, RgbImage out, const Matrix& a, Filter filter) {
   const int w = out.width, h = out.height;
   for (int y = 0; y < h; ++y) {
     std::uint8_t* row = out.pixels + static_cast<std::size_t>(y) * w * 3;
     const double yc = y + 0.5;
     for (int x = 0; x < w; ++x) {
       const double xc = x + 0.5;
-      (void)bilinear_pixel(in, w, h, a[0] * xc + a[1] * yc + a[2], a[3] * xc + a[4] * yc + a[5],
-                           row + static_cast<std::size_t>(x) * 3);
-    }
-  }
-}
-
-// ImagingGenericTransform with the affine transform and the bicubic filter.
-void affine_bicubic(const std::uint8_t* in, RgbImage out, const Matrix& a) {
-  const int w = out.width, h = out.height;
-  for (int y = 0; y < h; ++y) {
-    std::uint8_t* row = out.pixels + static_cast<std::size_t>(y) * w * 3;
-    const double yc = y + 0.5;
-    for (int x = 0; x < w; ++x) {
-      const double xc = x + 0.5;
-      (void)bicubic_pixel(in, w, h, a[0] * xc + a[1] * yc + a[2], a[3] * xc + a[4] * yc + a[5],
-                          row + static_cast<std::size_t>(x) * 3);
+      (void)filter(in, w, h, a[0] * xc + a[1] * yc + a[2], a[3] * xc + a[4] * yc + a[5],
+                   row + static_cast<std::size_t>(x) * 3);
     }
   }
 }
@@ -230,8 +219,8 @@ void affine_bicubic(const std::uint8_t* in, RgbImage out, const Matrix& a) {
 // takes each covered pixel from one source pixel (dx = dy = 0 for the
 // bilinear and bicubic ones), and the same pixels fall inside the image.
 bool integer_shift(const Matrix& a) {
-  return a[0] == 1 && a[1] == 0 && a[3] == 0 && a[4] == 1 && a[2] == std::trunc(a[2]) &&
-         a[5] == std::trunc(a[5]) && std::fabs(a[2]) < 1e9 && std::fabs(a[5]) < 1e9;
+  return a[0] == 1 && a[1] == 0 && a[3] == 0 && a[4] == 1 && a[2] == std::trunc(a[2]) && a[5] == std::trunc(a[5]) &&
+         std::fabs(a[2]) < 1e9 && std::fabs(a[5]) < 1e9;
 }
 
 void shift_rows(const std::uint8_t* in, RgbImage out, int sx, int sy) {
@@ -255,9 +244,9 @@ void transform_affine(RgbImage image, const Matrix& a, const GeometricOptions& o
   if (integer_shift(a)) {
     shift_rows(scratch.data(), image, static_cast<int>(a[2]), static_cast<int>(a[5]));
   } else if (options.interpolation == PolicyInterpolation::kBilinear) {
-    affine_bilinear(scratch.data(), image, a);
+    affine_filtered(scratch.data(), image, a, bilinear_pixel);
   } else if (options.interpolation == PolicyInterpolation::kBicubic) {
-    affine_bicubic(scratch.data(), image, a);
+    affine_filtered(scratch.data(), image, a, bicubic_pixel);
   } else if (a[1] == 0 && a[3] == 0) {
     scale_affine(scratch.data(), image, a);
   } else {
