@@ -590,7 +590,23 @@ def _jitter_range(value, name, center=1.0, bound=(0.0, float("inf")), clip_first
     return None if low == high == center else (low, high)
 
 
-class ColorJitter:
+class _DrawnSteps:
+    """A transform whose draw_ops() gives torchvision.transforms.functional
+    calls, applied to a copy of a uint8 HWC array."""
+
+    def draw_ops(self, width: int = 0, height: int = 0) -> list:
+        raise NotImplementedError
+
+    def apply_ops(self, image: np.ndarray, ops: Sequence[Tuple[str, float]]) -> np.ndarray:
+        out = np.array(_checked_rgb(image, type(self).__name__), copy=True, order="C")
+        _tc.auto_augment_apply(out, [(str(n), float(m)) for n, m in ops])
+        return out
+
+    def __call__(self, image: Any) -> Any:
+        return self.apply_ops(image, self.draw_ops())
+
+
+class ColorJitter(_DrawnSteps):
     """torchvision.transforms.ColorJitter on uint8 HWC arrays: brightness,
     contrast, saturation and hue adjusted in a random order by factors drawn
     uniformly from their ranges, with torchvision's (Pillow's) pixels. Fused
@@ -615,20 +631,13 @@ class ColorJitter:
         seed, sequence = self.generator.draw()
         return _tc.color_jitter_draw(self._ranges(), 0.0, seed, sequence)
 
-    def apply_ops(self, image: np.ndarray, ops: Sequence[Tuple[str, float]]) -> np.ndarray:
-        out = np.array(_checked_rgb(image, type(self).__name__), copy=True, order="C")
-        _tc.auto_augment_apply(out, [(str(n), float(m)) for n, m in ops])
-        return out
-
-    def __call__(self, image: Any) -> Any:
-        return self.apply_ops(image, self.draw_ops())
 
     def __repr__(self):
         return (f"{type(self).__name__}(brightness={self.brightness}, contrast={self.contrast}, "
                 f"saturation={self.saturation}, hue={self.hue})")
 
 
-class RandomGrayscale:
+class RandomGrayscale(_DrawnSteps):
     """torchvision.transforms.RandomGrayscale on uint8 HWC arrays: Pillow's
     greyscale in all three channels with probability p."""
 
@@ -642,13 +651,6 @@ class RandomGrayscale:
         seed, sequence = self.generator.draw()
         return _tc.color_jitter_draw([], self.p, seed, sequence)
 
-    def apply_ops(self, image: np.ndarray, ops: Sequence[Tuple[str, float]]) -> np.ndarray:
-        out = np.array(_checked_rgb(image, type(self).__name__), copy=True, order="C")
-        _tc.auto_augment_apply(out, [(str(n), float(m)) for n, m in ops])
-        return out
-
-    def __call__(self, image: Any) -> Any:
-        return self.apply_ops(image, self.draw_ops())
 
     def __repr__(self):
         return f"{type(self).__name__}(p={self.p})"
