@@ -27,13 +27,30 @@ using imaging::GeometricOptions;
 
 using OpList = std::vector<std::pair<std::string, double>>;
 
-// The array as an image the operations work on in place.
-imaging::RgbImage rgb_view(py::array_t<std::uint8_t>& image) {
-  if (image.ndim() != 3 || image.shape(2) != 3) throw ArgumentError("the image must be a uint8 (H, W, 3) array");
-  if (!(image.flags() & py::array::c_style) || !image.writeable()) {
+// The array as an image the operations work on in place, through the
+// buffer protocol: NumPy 1 and 2 alike, and never a converted copy (a
+// float array is refused, not cast to a temporary that takes the changes).
+struct RgbBuffer {
+  py::buffer_info info;
+  imaging::RgbImage view;
+};
+
+RgbBuffer rgb_view(const py::buffer& image) {
+  py::buffer_info info;
+  try {
+    info = image.request(true);
+  } catch (const py::error_already_set&) {
     throw ArgumentError("the image must be a writable C-contiguous array");
   }
-  return {image.mutable_data(), static_cast<int>(image.shape(1)), static_cast<int>(image.shape(0))};
+  if (info.itemsize != 1 || info.format != "B" || info.ndim != 3 || info.shape[2] != 3) {
+    throw ArgumentError("the image must be a uint8 (H, W, 3) array");
+  }
+  if (info.strides[2] != 1 || info.strides[1] != 3 || info.strides[0] != 3 * info.shape[1]) {
+    throw ArgumentError("the image must be a writable C-contiguous array");
+  }
+  auto* pixels = static_cast<std::uint8_t*>(info.ptr);
+  const imaging::RgbImage view{pixels, static_cast<int>(info.shape[1]), static_cast<int>(info.shape[0])};
+  return {std::move(info), view};
 }
 
 std::vector<std::uint8_t>& scratch() {
@@ -160,15 +177,15 @@ std::optional<std::array<std::int32_t, 4>> random_erasing_draw(int width, int he
   return imaging::draw_erase_box(width, height, options, rng);
 }
 
-void image_op(const std::string& name, py::array_t<std::uint8_t> image, double argument,
+void image_op(const std::string& name, const py::buffer& image, double argument,
               const std::string& interpolation, std::array<int, 3> fill) {
   const auto found = operations().find(name);
   if (found == operations().end()) throw ArgumentError("no image operation named '" + name + "'");
   const GeometricOptions options = geometric_options(interpolation, fill);
   check_argument(name, argument);
-  const imaging::RgbImage view = rgb_view(image);
+  const RgbBuffer buffer = rgb_view(image);
   const py::gil_scoped_release release;
-  found->second(view, argument, options);
+  found->second(buffer.view, argument, options);
 }
 
 OpList auto_augment_draw(const std::string& policy, int width, int height, std::uint64_t seed, std::uint64_t sequence,
@@ -184,7 +201,7 @@ OpList auto_augment_draw(const std::string& policy, int width, int height, std::
   return out;
 }
 
-void auto_augment_apply(py::array_t<std::uint8_t> image, const OpList& ops, const std::string& interpolation,
+void auto_augment_apply(const py::buffer& image, const OpList& ops, const std::string& interpolation,
                         std::array<int, 3> fill) {
   std::vector<imaging::AppliedOp> applied;
   for (const auto& [name, magnitude] : ops) {
@@ -192,9 +209,9 @@ void auto_augment_apply(py::array_t<std::uint8_t> image, const OpList& ops, cons
     applied.push_back(imaging::op_from_record(name, magnitude));
   }
   const GeometricOptions options = geometric_options(interpolation, fill);
-  const imaging::RgbImage view = rgb_view(image);
+  const RgbBuffer buffer = rgb_view(image);
   const py::gil_scoped_release release;
-  imaging::apply_ops(applied, view, options, scratch());
+  imaging::apply_ops(applied, buffer.view, options, scratch());
 }
 
 }  // namespace

@@ -110,3 +110,5 @@ def test_only_writable_contiguous_rgb_images_are_taken():
     frozen.flags.writeable = False
     with pytest.raises(ValueError, match="writable"):
         C.image_op("invert", frozen)
+    with pytest.raises(ValueError, match=r"uint8 \(H, W, 3\)"):  # never changed in a converted copy
+        C.image_op("invert", np.zeros((4, 4, 3), np.float32))
