@@ -177,8 +177,8 @@ std::optional<std::array<std::int32_t, 4>> random_erasing_draw(int width, int he
   return imaging::draw_erase_box(width, height, options, rng);
 }
 
-void image_op(const std::string& name, const py::buffer& image, double argument,
-              const std::string& interpolation, std::array<int, 3> fill) {
+void image_op(const std::string& name, const py::buffer& image, double argument, const std::string& interpolation,
+              std::array<int, 3> fill) {
   const auto found = operations().find(name);
   if (found == operations().end()) throw ArgumentError("no image operation named '" + name + "'");
   const GeometricOptions options = geometric_options(interpolation, fill);

@@ -651,7 +651,6 @@ class RandomGrayscale(_DrawnSteps):
         seed, sequence = self.generator.draw()
         return _tc.color_jitter_draw([], self.p, seed, sequence)
 
-
     def __repr__(self):
         return f"{type(self).__name__}(p={self.p})"
 
