@@ -631,7 +631,6 @@ class ColorJitter(_DrawnSteps):
         seed, sequence = self.generator.draw()
         return _tc.color_jitter_draw(self._ranges(), 0.0, seed, sequence)
 
-
     def __repr__(self):
         return (f"{type(self).__name__}(brightness={self.brightness}, contrast={self.contrast}, "
                 f"saturation={self.saturation}, hue={self.hue})")
