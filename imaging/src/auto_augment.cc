@@ -159,6 +159,14 @@ void draw_auto_augment(int width, int height, std::mt19937_64& rng, std::vector<
   }
 }
 
+// int(magnitude) as torchvision and timm take it, kept to what the
+// operation can use (a recorded magnitude may come from anywhere).
+int whole_within(double magnitude, int low, int high) {
+  if (!(magnitude > low)) return low;
+  if (magnitude >= high) return high;
+  return static_cast<int>(magnitude);
+}
+
 void apply_op(const AppliedOp& a, RgbImage image, const GeometricOptions& options, std::vector<std::uint8_t>& scratch) {
   switch (a.op) {
     case AugmentOp::kIdentity: return;
@@ -171,7 +179,7 @@ void apply_op(const AppliedOp& a, RgbImage image, const GeometricOptions& option
     case AugmentOp::kColor: return adjust_saturation(image, 1.0 + a.magnitude);
     case AugmentOp::kContrast: return adjust_contrast(image, 1.0 + a.magnitude);
     case AugmentOp::kSharpness: return adjust_sharpness(image, 1.0 + a.magnitude);
-    case AugmentOp::kPosterize: return posterize(image, static_cast<int>(a.magnitude));
+    case AugmentOp::kPosterize: return posterize(image, whole_within(a.magnitude, 0, 8));  // 8 and up: unchanged
     case AugmentOp::kSolarize: return solarize(image, a.magnitude);
     case AugmentOp::kAutoContrast: return autocontrast(image);
     case AugmentOp::kEqualize: return equalize(image);
@@ -191,7 +199,7 @@ void apply_op(const AppliedOp& a, RgbImage image, const GeometricOptions& option
       return pil_affine(image, {1, 0, a.magnitude, 0, 1, 0}, {a.interpolation, options.fill}, scratch);
     case AugmentOp::kTimmTranslateY:
       return pil_affine(image, {1, 0, 0, 0, 1, a.magnitude}, {a.interpolation, options.fill}, scratch);
-    case AugmentOp::kTimmSolarizeAdd: return solarize_add(image, static_cast<int>(a.magnitude), 128);
+    case AugmentOp::kTimmSolarizeAdd: return solarize_add(image, whole_within(a.magnitude, 0, 255), 128);
   }
 }
 

@@ -61,7 +61,7 @@ struct Blend {
   std::uint8_t operator()(int degenerate, int value) const {
     const float mixed = static_cast<float>(degenerate) + alpha * static_cast<float>(value - degenerate);
     if (interpolates) return static_cast<std::uint8_t>(mixed);
-    if (mixed <= 0.0f) return 0;
+    if (!(mixed > 0.0f)) return 0;  // NaN too (an infinite factor times 0): 0 where Pillow's cast is undefined
     if (mixed >= 255.0f) return 255;
     return static_cast<std::uint8_t>(mixed);
   }
@@ -202,8 +202,10 @@ void hsv_to_rgb(Hsv hsv, std::uint8_t* rgb) {
 }  // namespace
 
 void adjust_hue(RgbImage image, double hue_factor) {
-  // torchvision adds np.uint8(hue_factor * 255) to the hue plane, wrapping.
-  const auto shift = static_cast<std::uint8_t>(static_cast<int>(hue_factor * 255) & 0xff);
+  // torchvision adds np.uint8(hue_factor * 255) to the hue plane, wrapping;
+  // it refuses factors outside [-0.5, 0.5], which are kept to that here.
+  const double factor = std::isnan(hue_factor) ? 0.0 : std::clamp(hue_factor, -0.5, 0.5);
+  const auto shift = static_cast<std::uint8_t>(static_cast<int>(factor * 255) & 0xff);
   std::uint8_t* p = image.pixels;
   for (std::size_t i = 0, n = value_count(image); i < n; i += 3) {
     Hsv hsv = rgb_to_hsv(p + i);

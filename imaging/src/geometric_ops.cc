@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 namespace tensorcom::imaging {
 
@@ -55,8 +56,19 @@ double modulo_360(double a) {
   return m < 0 ? m + 360.0 : m;
 }
 
-int floor_int(double v) { return v < 0.0 ? static_cast<int>(std::floor(v)) : static_cast<int>(v); }
-int coord(double v) { return v < 0.0 ? -1 : static_cast<int>(v); }
+// Pillow's FLOOR and COORD, saturating where a coordinate (from a huge
+// shift a caller may give) would not fit an int: such a pixel is outside
+// the image either way.
+constexpr double kIntLimit = 2147483647.0;
+int floor_int(double v) {
+  if (!(v > -kIntLimit)) return std::numeric_limits<int>::min();
+  if (v >= kIntLimit) return std::numeric_limits<int>::max();
+  return v < 0.0 ? static_cast<int>(std::floor(v)) : static_cast<int>(v);
+}
+int coord(double v) {
+  if (v < 0.0) return -1;
+  return v >= kIntLimit ? std::numeric_limits<int>::max() : static_cast<int>(v);
+}
 
 void fill_all(RgbImage image, const FillColor& fill) {
   std::uint8_t* p = image.pixels;
@@ -95,18 +107,22 @@ bool fits_fixed_point(const Matrix& a, double x, double y) {
 }
 
 // affine_fixed: nearest neighbour in 16.16 fixed point from the pixel
-// centres, incremented along rows and columns.
+// centres, incremented along rows and columns. The sums wrap as Pillow's
+// ints do in practice (one step past the last row or column may pass
+// 2^31): kept unsigned, where wrapping is defined, and read back signed.
 void affine_fixed(const std::uint8_t* in, RgbImage out, const Matrix& a) {
-  const auto fix = [](double v) { return static_cast<std::int32_t>(floor_int(v * 65536.0 + 0.5)); };
-  const std::int32_t a0 = fix(a[0]), a1 = fix(a[1]), a3 = fix(a[3]), a4 = fix(a[4]);
-  std::int32_t a2 = fix(a[2] + a[0] * 0.5 + a[1] * 0.5);
-  std::int32_t a5 = fix(a[5] + a[3] * 0.5 + a[4] * 0.5);
+  const auto fix = [](double v) {
+    return static_cast<std::uint32_t>(static_cast<std::int32_t>(floor_int(v * 65536.0 + 0.5)));
+  };
+  const std::uint32_t a0 = fix(a[0]), a1 = fix(a[1]), a3 = fix(a[3]), a4 = fix(a[4]);
+  std::uint32_t a2 = fix(a[2] + a[0] * 0.5 + a[1] * 0.5);
+  std::uint32_t a5 = fix(a[5] + a[3] * 0.5 + a[4] * 0.5);
   const int w = out.width, h = out.height;
   for (int y = 0; y < h; ++y) {
-    std::int32_t xx = a2, yy = a5;
+    std::uint32_t xx = a2, yy = a5;
     std::uint8_t* row = out.pixels + static_cast<std::size_t>(y) * w * 3;
     for (int x = 0; x < w; ++x) {
-      const int xin = xx >> 16, yin = yy >> 16;
+      const int xin = static_cast<std::int32_t>(xx) >> 16, yin = static_cast<std::int32_t>(yy) >> 16;
       if (xin >= 0 && xin < w && yin >= 0 && yin < h)
         copy_pixel(in, w, xin, yin, row + static_cast<std::size_t>(x) * 3);
       xx += a0;
