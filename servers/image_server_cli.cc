@@ -353,19 +353,18 @@ void ImageServerCli::finish_policy() {
   const std::string interpolation = vars_.count("policy-interpolation") ? policy_interpolation_
                                     : timm                              ? "random"
                                                                         : "bilinear";
-  if (interpolation == "bilinear") {
-    policy.geometric.interpolation = imaging::PolicyInterpolation::kBilinear;
-  } else if (interpolation == "bicubic") {
-    policy.geometric.interpolation = imaging::PolicyInterpolation::kBicubic;
-  } else if (interpolation != "nearest" && !(timm && interpolation == "random")) {
+  const bool random = timm && interpolation == "random";
+  const auto parsed = imaging::parse_policy_interpolation(interpolation);
+  if (!parsed && !random) {
     throw ArgumentError("--policy-interpolation must be nearest, bilinear or bicubic" +
                         std::string(timm ? " or random" : "") + ", not '" + formats::printable(interpolation) + "'");
   }
+  policy.geometric.interpolation = parsed.value_or(imaging::PolicyInterpolation::kNearest);
   policy.magnitude = ra_magnitude_;
   policy.num_ops = ra_num_ops_;
   if (timm) {
     policy.timm_config = name;
-    policy.timm_random_interpolation = interpolation == "random";
+    policy.timm_random_interpolation = random;
   }
   try {
     (void)imaging::AutoAugmentPolicy(policy);

@@ -34,12 +34,21 @@ def chi_square_p(ours, theirs):
     return chi2_sf(statistic, len(categories) - 1), len(categories)
 
 
-def ks_statistic(a, b):
-    """The two-sample Kolmogorov-Smirnov statistic D."""
+def ks_2samp(a, b):
+    """Two-sample Kolmogorov-Smirnov statistic and its asymptotic p-value."""
     a, b = np.sort(a), np.sort(b)
     values = np.concatenate([a, b])
-    return float(np.max(np.abs(np.searchsorted(a, values, side="right") / len(a)
-                               - np.searchsorted(b, values, side="right") / len(b))))
+    d = np.max(np.abs(np.searchsorted(a, values, side="right") / len(a) -
+                      np.searchsorted(b, values, side="right") / len(b)))
+    en = math.sqrt(len(a) * len(b) / (len(a) + len(b)))
+    lam = (en + 0.12 + 0.11 / en) * d
+    p = 2 * sum((-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam) for k in range(1, 101))
+    return d, min(max(p, 0.0), 1.0)
+
+
+def ks_statistic(a, b):
+    """The two-sample Kolmogorov-Smirnov statistic D."""
+    return float(ks_2samp(np.asarray(a), np.asarray(b))[0])
 
 
 def ks_critical(n, m, alpha=0.01):

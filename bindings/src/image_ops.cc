@@ -98,13 +98,11 @@ void check_argument(std::string_view name, double argument) {
 
 GeometricOptions geometric_options(const std::string& interpolation, std::array<int, 3> fill) {
   GeometricOptions options;
-  if (interpolation == "bilinear") {
-    options.interpolation = imaging::PolicyInterpolation::kBilinear;
-  } else if (interpolation == "bicubic") {
-    options.interpolation = imaging::PolicyInterpolation::kBicubic;
-  } else if (interpolation != "nearest") {
+  const auto parsed = imaging::parse_policy_interpolation(interpolation);
+  if (!parsed) {
     throw ArgumentError("interpolation must be 'nearest', 'bilinear' or 'bicubic', not '" + interpolation + "'");
   }
+  options.interpolation = *parsed;
   for (int c = 0; c < 3; ++c) {
     if (fill[c] < 0 || fill[c] > 255) throw ArgumentError("fill values must be from 0 to 255");
     options.fill[c] = static_cast<std::uint8_t>(fill[c]);

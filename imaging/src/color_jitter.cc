@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tensorcom/codec/error.h"
+#include "tensorcom/imaging/sample_rng.h"
 
 namespace tensorcom::imaging {
 
@@ -19,13 +20,6 @@ std::optional<std::pair<double, double>> around(double value, double centre, con
   if (value == 0) return std::nullopt;
   const double low = clip_at_zero ? std::max(0.0, centre - value) : centre - value;
   return std::pair{low, centre + value};
-}
-
-// torch.empty(1).uniform_(low, high): a float32 value.
-double uniform_float32(std::mt19937_64& rng, const std::pair<double, double>& range) {
-  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
-  const float value = static_cast<float>(range.first + (range.second - range.first) * u);
-  return std::clamp<double>(value, static_cast<float>(range.first), static_cast<float>(range.second));
 }
 
 }  // namespace
@@ -47,7 +41,7 @@ void draw_color_jitter(const ColorJitterOptions& options, double grayscale_proba
                                                                                 &options.saturation, &options.hue};
     std::array<double, 4> factors{};
     for (std::size_t i = 0; i < ranges.size(); ++i) {
-      if (*ranges[i]) factors[i] = uniform_float32(rng, **ranges[i]);
+      if (*ranges[i]) factors[i] = uniform_float32(rng, (*ranges[i])->first, (*ranges[i])->second);
     }
     constexpr std::array<AugmentOp, 4> kOps{AugmentOp::kAdjustBrightness, AugmentOp::kAdjustContrast,
                                             AugmentOp::kAdjustSaturation, AugmentOp::kAdjustHue};

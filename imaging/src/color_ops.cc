@@ -274,7 +274,8 @@ void adjust_contrast(RgbImage image, double factor) {
 
 void adjust_sharpness(RgbImage image, double factor) {
   const std::size_t n = value_count(image);
-  std::vector<std::uint8_t> smoothed(n);
+  thread_local std::vector<std::uint8_t> smoothed;  // kept: a worker sharpens image after image
+  smoothed.resize(n);
   smooth(image.pixels, smoothed.data(), image.width, image.height);
   const Blend blend(factor);
   for (std::size_t i = 0; i < n; ++i) image.pixels[i] = blend(smoothed[i], image.pixels[i]);

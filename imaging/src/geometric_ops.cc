@@ -306,6 +306,13 @@ double shear_degrees(double magnitude) { return std::atan(magnitude) * kRadiansT
 
 }  // namespace
 
+std::optional<PolicyInterpolation> parse_policy_interpolation(std::string_view name) noexcept {
+  if (name == "nearest") return PolicyInterpolation::kNearest;
+  if (name == "bilinear") return PolicyInterpolation::kBilinear;
+  if (name == "bicubic") return PolicyInterpolation::kBicubic;
+  return std::nullopt;
+}
+
 void shear_x(RgbImage image, double magnitude, const GeometricOptions& options, std::vector<std::uint8_t>& scratch) {
   transform_affine(image, inverse_affine(0, 0, 0.0, 0, 0, shear_degrees(magnitude), 0.0), options, scratch);
 }

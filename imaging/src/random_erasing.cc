@@ -4,16 +4,11 @@
 #include <string>
 
 #include "tensorcom/codec/error.h"
+#include "tensorcom/imaging/sample_rng.h"
 
 namespace tensorcom::imaging {
 
 namespace {
-
-// torch.empty(1).uniform_(low, high).item(): a float32 value.
-double uniform_float32(std::mt19937_64& rng, double low, double high) {
-  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
-  return static_cast<float>(low + (high - low) * u);
-}
 
 // Python's round(): halves to even.
 int round_half_even(double v) { return static_cast<int>(std::nearbyint(v)); }

@@ -19,4 +19,9 @@ std::mt19937_64 sample_rng(std::uint64_t seed, std::uint64_t sequence) {
   return std::mt19937_64(mix64(mix64(seed) ^ sequence));
 }
 
+double uniform_float32(std::mt19937_64& rng, double low, double high) {
+  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  return static_cast<float>(low + (high - low) * u);  // rounding keeps it within [float(low), float(high)]
+}
+
 }  // namespace tensorcom::imaging

@@ -32,32 +32,22 @@ import augment_throughput as throughput  # noqa: E402  (shard_paths, server)
 
 SIZE = 176
 
-TORCHVISION = r"""
-import io, sys, tarfile, time
-import numpy as np, torch
-from PIL import Image
-from torchvision import transforms
-torch.set_num_threads(1)
-jpegs = []
-for path in sys.argv[1:]:
-    with tarfile.open(path) as tar:
-        jpegs += [tar.extractfile(m).read() for m in tar if m.name.lower().endswith((".jpg", ".jpeg"))]
-augment = transforms.Compose([transforms.RandomResizedCrop(176), transforms.RandomHorizontalFlip(),
-                              transforms.TrivialAugmentWide()])
-start = time.perf_counter()
-for data in jpegs:
-    np.asarray(augment(Image.open(io.BytesIO(data)).convert("RGB")))
-print(len(jpegs) / (time.perf_counter() - start))
-"""
+TORCHVISION = throughput.TORCHVISION_TEMPLATE.replace(
+    "{transforms}", "transforms.RandomResizedCrop(176), transforms.RandomHorizontalFlip(), "
+    "transforms.TrivialAugmentWide()")
 
-OURS = r"""
+# The shards' JPEGs (paths from sys.argv[3:]) as `jpegs`, for the scripts below.
+READ_JPEGS = r"""
 import os, sys, tarfile, time
 sys.path.insert(0, os.path.join(sys.argv[1], "bindings"))
-from tensorcom import imaging
 jpegs = []
 for path in sys.argv[3:]:
     with tarfile.open(path) as tar:
         jpegs += [tar.extractfile(m).read() for m in tar if m.name.lower().endswith((".jpg", ".jpeg"))]
+"""
+
+OURS = READ_JPEGS + r"""
+from tensorcom import imaging
 steps = [imaging.RandomResizedCrop(176, generator=imaging.Generator(1)), imaging.RandomHorizontalFlip()]
 if sys.argv[2] == "ta":
     steps.append(imaging.TrivialAugmentWide(interpolation="bilinear"))
@@ -68,22 +58,16 @@ for data in jpegs:
 print(len(jpegs) / (time.perf_counter() - start))
 """
 
-OPS = r"""
-import io, json, os, sys, tarfile, time
-sys.path.insert(0, os.path.join(sys.argv[1], "bindings"))
+OPS = READ_JPEGS + r"""
+import io, json
 import numpy as np
 from PIL import Image
 import torchvision.transforms.functional as F
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms.autoaugment import _apply_op
 from tensorcom import _tensorcom as C
-crops = []
-for path in sys.argv[3:]:
-    with tarfile.open(path) as tar:
-        for m in tar:
-            if m.name.lower().endswith((".jpg", ".jpeg")) and len(crops) < int(sys.argv[2]):
-                image = Image.open(io.BytesIO(tar.extractfile(m).read())).convert("RGB")
-                crops.append(np.asarray(image.resize((176, 176), Image.BILINEAR)).copy())
+crops = [np.asarray(Image.open(io.BytesIO(data)).convert("RGB").resize((176, 176), Image.BILINEAR)).copy()
+         for data in jpegs[:int(sys.argv[2])]]
 ops = [("ShearX", "shear_x", 0.5), ("ShearY", "shear_y", 0.5), ("TranslateX", "translate_x", 16.0),
        ("TranslateY", "translate_y", 16.0), ("Rotate", "rotate", 67.5), ("Brightness", "brightness", 0.5),
        ("Color", "saturation", 0.5), ("Contrast", "contrast", 0.5), ("Sharpness", "sharpness", 0.5),

@@ -139,7 +139,9 @@ def server(build, pattern, images, workers, cpus, epochs, interpolation="bilinea
         return json.loads(out)["samples_per_s"]
 
 
-TORCHVISION = r"""
+# torchvision's transform of {transforms} on every JPEG of the shards given,
+# one image at a time; prints images/s (augment_policies.py fills in others).
+TORCHVISION_TEMPLATE = r"""
 import io, sys, tarfile, time
 import numpy as np, torch
 from PIL import Image
@@ -149,13 +151,15 @@ jpegs = []
 for path in sys.argv[1:]:
     with tarfile.open(path) as tar:
         jpegs += [tar.extractfile(m).read() for m in tar if m.name.lower().endswith((".jpg", ".jpeg"))]
-augment = transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip()])
+augment = transforms.Compose([{transforms}])
 start = time.perf_counter()
 for data in jpegs:
     image = augment(Image.open(io.BytesIO(data)).convert("RGB"))
     np.asarray(image)
 print(len(jpegs) / (time.perf_counter() - start))
 """
+TORCHVISION = TORCHVISION_TEMPLATE.replace(
+    "{transforms}", "transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip()")
 
 
 def torchvision(paths):

@@ -28,6 +28,7 @@ from PIL import Image  # noqa: E402  (python3-pil comes with torchvision)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "servers"))
 import server_helpers as h  # noqa: E402
 from pictures import psnr, textured  # noqa: E402  (tests/, on PYTHONPATH)
+from statistics_tests import ks_2samp  # noqa: E402
 
 MODES = {"bilinear": T.InterpolationMode.BILINEAR, "bicubic": T.InterpolationMode.BICUBIC}
 
@@ -329,18 +330,6 @@ def test_policy_flags_are_checked(tmp_path):
                           (["--random-erase-value", "random"], "--random-erase-value needs --random-erase")]:
         r = h.run_server(["-u", str(tmp_path / "none.tar"), *args], str(tmp_path))
         assert r.rc == 1 and message in r.err and r.err.count("\n") == 1, (args, r.rc, r.err)
-
-
-def ks_2samp(a, b):
-    """Two-sample Kolmogorov-Smirnov statistic and its asymptotic p-value."""
-    a, b = np.sort(a), np.sort(b)
-    values = np.concatenate([a, b])
-    d = np.max(np.abs(np.searchsorted(a, values, side="right") / len(a) -
-                      np.searchsorted(b, values, side="right") / len(b)))
-    en = math.sqrt(len(a) * len(b) / (len(a) + len(b)))
-    lam = (en + 0.12 + 0.11 / en) * d
-    p = 2 * sum((-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam) for k in range(1, 101))
-    return d, min(max(p, 0.0), 1.0)
 
 
 def test_random_resized_crop_statistics_match_torchvision(tmp_path):

@@ -9,6 +9,8 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "tensorcom/imaging/color_ops.h"
@@ -16,6 +18,9 @@
 namespace tensorcom::imaging {
 
 enum class PolicyInterpolation { kNearest, kBilinear, kBicubic };
+
+// "nearest", "bilinear" or "bicubic"; nothing for any other name.
+[[nodiscard]] std::optional<PolicyInterpolation> parse_policy_interpolation(std::string_view name) noexcept;
 
 using FillColor = std::array<std::uint8_t, 3>;
 

@@ -14,4 +14,8 @@ namespace tensorcom::imaging {
 // times the cost per image.
 [[nodiscard]] std::mt19937_64 sample_rng(std::uint64_t seed, std::uint64_t sequence);
 
+// A draw as torch.empty(1).uniform_(low, high).item() gives it: uniform in
+// [low, high], held as a float32 value.
+[[nodiscard]] double uniform_float32(std::mt19937_64& rng, double low, double high);
+
 }  // namespace tensorcom::imaging
