@@ -26,7 +26,7 @@ using namespace tensorcom;
 namespace {
 
 // Recordings up to this size are sent from memory every epoch.
-constexpr std::uint64_t kDefaultCacheBytes = std::uint64_t{1} << 30;
+constexpr std::int64_t kDefaultCacheBytes = std::int64_t{1} << 30;
 // Unused read buffers kept when --queue-bytes does not bound the queue.
 constexpr std::size_t kDefaultPoolBytes = std::size_t{256} << 20;
 
@@ -37,7 +37,7 @@ struct ServeTenOptions {
   double rate = 0;                     // batches/s limit (0: none)
   std::uint64_t report = 0;            // report line every N batches (0: never)
   std::size_t group = kInferListLength;
-  std::uint64_t cache_bytes = kDefaultCacheBytes;  // lists kept in memory from the start
+  std::int64_t cache_bytes = kDefaultCacheBytes;  // lists kept in memory from the start (signed: -1 is refused)
   ConnectionOptions connection;
   std::string metrics_address;             // HOST:PORT for Prometheus metrics (empty: none)
   double metrics_hold_s = 0;               // seconds to keep answering scrapes at the end
@@ -80,7 +80,7 @@ struct Inputs {
 // cache_bytes: sent from memory, a list costs no read and no copy (ZeroMQ
 // sends straight from the buffer), and the transport, not the page cache,
 // sets the pace. Memory holds at most cache_bytes plus one list.
-Inputs check_inputs(const std::vector<std::string>& patterns, std::size_t group, std::uint64_t cache_bytes) {
+Inputs check_inputs(const std::vector<std::string>& patterns, std::size_t group, std::int64_t cache_bytes) {
   Inputs inputs{brace_expand_all(patterns), {}, 0, 0};
   for (const std::string& file : inputs.files) {
     TenListReader reader(file, group);
@@ -91,7 +91,7 @@ Inputs check_inputs(const std::vector<std::string>& patterns, std::size_t group,
       ++inputs.lists;
       if (!fits) continue;
       kept_bytes += batch_bytes(*list);
-      fits = inputs.cached_bytes + kept_bytes <= cache_bytes;
+      fits = inputs.cached_bytes + kept_bytes <= static_cast<std::uint64_t>(cache_bytes);
       if (fits) {
         kept.push_back(without_receipt(*list));
       } else {
@@ -190,7 +190,7 @@ class ListSender {
 
 // Says which files did not fit in memory: sending them costs a read and a
 // copy a list, which may bound the rate.
-void report_files_read_as_sent(const Inputs& inputs, std::uint64_t cache_bytes) {
+void report_files_read_as_sent(const Inputs& inputs, std::int64_t cache_bytes) {
   const auto read_as_sent = std::count(inputs.cached.begin(), inputs.cached.end(), std::nullopt);
   if (read_as_sent == 0) return;
   std::cout << "serve-ten: " << read_as_sent << " of " << inputs.files.size() << " files are read as they are sent ("
@@ -299,6 +299,9 @@ int main(int argc, char** argv) {
     po::store(po::command_line_parser(argc, argv).options(options).positional(positional).run(), vars);
     if (vars.count("help")) return programs::print_usage(options, true);
     po::notify(vars);
+    if (o.cache_bytes < 0) {
+      throw ArgumentError("--cache-bytes " + std::to_string(o.cache_bytes) + ": expected 0 or more bytes");
+    }
     if (!(o.rate >= 0) || !std::isfinite(o.rate)) {
       throw ArgumentError("--rate " + std::to_string(o.rate) +
                           ": expected a finite number of batches per second, 0 for no limit");

@@ -134,6 +134,16 @@ def test_files_past_the_cache_are_read_as_sent_and_said_so(tmp_path, ipc_dir, ca
     assert same_batches(got, expected + expected)
 
 
+@pytest.mark.parametrize("value, message", [("-1", "--cache-bytes -1: expected 0 or more bytes"),
+                                            ("1e99", "'--cache-bytes' is invalid"),
+                                            ("99999999999999999999999", "'--cache-bytes' is invalid")])
+def test_a_bad_cache_size_is_refused_naming_it(tmp_path, value, message):
+    path = synth(tmp_path / "one.ten", 1, 8)
+    done = subprocess.run([SERVE_TEN, "-i", str(path), "--cache-bytes", value, "zpush+ipc:///nowhere/x"],
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode != 0 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
 def test_load_then_cut_touches_every_array_without_a_crash(tmp_path):
     path = synth(tmp_path / "load.ten", 16, 128)
     script = textwrap.dedent(f"""
