@@ -147,11 +147,15 @@ class Connection::Impl {
       (void)monitor_->wait_for_connection(std::min(options_.linger, kPeerGrace));
     }
     const std::uint64_t peers = stats_.batches() == 0 || !monitor_ ? 0 : monitor_->stop();
+    const bool lingers = !receives() && peers > 0;
+    const std::optional<std::chrono::steady_clock::time_point> linger_ends =
+        options_.linger.count() < 0 ? std::nullopt : std::optional(std::chrono::steady_clock::now() + options_.linger);
+    detail::HeldConnections held = lingers ? monitor_->take_held() : detail::HeldConnections{};
     dropped_peers_ = dropped_peers();
     monitor_.reset();  // its socket must close before the context can
     poll_signal_.reset();
     try {
-      if (receives() || peers == 0) socket_.set(zmq::sockopt::linger, 0);
+      if (!lingers) socket_.set(zmq::sockopt::linger, 0);
     } catch (const zmq::error_t&) {
       // The configured linger stays: slower to exit, not wrong.
     }
@@ -159,7 +163,8 @@ class Connection::Impl {
     if (receipts_) receipts_->close();
     receipts_.reset();
     socket_.close();
-    context_.close();
+    context_.close();  // the queued batches are in the kernel, or the linger is over
+    (void)held.wait_until_read(linger_ends);
     memory_.close();
   }
 
@@ -433,7 +438,8 @@ class Connection::Impl {
     using detail::PeerGuard;
     const std::uint64_t handshake_bytes =
         receives() ? 0 : (options_.curve ? PeerGuard::kCurveHandshakeBytes : PeerGuard::kNullHandshakeBytes);
-    monitor_ = std::make_unique<detail::SocketMonitor>(socket_, detail::kSocketBufferBytes, handshake_bytes, bans_);
+    monitor_ = std::make_unique<detail::SocketMonitor>(socket_, detail::kSocketBufferBytes, handshake_bytes, bans_,
+                                                       !receives());
   }
 
   void require_open(const char* operation) const {

@@ -23,8 +23,8 @@ std::string next_monitor_address() {
 }  // namespace
 
 SocketMonitor::SocketMonitor(zmq::socket_t& socket, int ipc_buffer_bytes, std::uint64_t handshake_bytes,
-                             std::shared_ptr<AddressBans> bans)
-    : guard_(handshake_bytes, tcp_probe(std::move(bans)), peer_limit()), monitor_(ipc_buffer_bytes, guard_) {
+                             std::shared_ptr<AddressBans> bans, bool sends)
+    : guard_(handshake_bytes, tcp_probe(std::move(bans)), peer_limit()), monitor_(ipc_buffer_bytes, guard_, sends) {
   // init() must run on the socket's own thread; the monitor's PAIR socket then
   // belongs to the watching thread alone (until stop() has joined it).
   monitor_.init(socket, next_monitor_address(), ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED);
@@ -91,32 +91,39 @@ std::uint64_t SocketMonitor::stop() {
   return monitor_.open.load();
 }
 
+HeldConnections SocketMonitor::take_held() {
+  (void)stop();
+  return std::move(monitor_.held);
+}
+
 void SocketMonitor::Monitor::on_event_connected(const zmq_event_t& event, const char* address) {
   ++connections;
   ++open;
   guard_.connected(event.value);
-  tune(event.value, address);
+  opened(event.value, address);
 }
 
 void SocketMonitor::Monitor::on_event_accepted(const zmq_event_t& event, const char* address) {
   ++connections;
   ++open;
   guard_.accepted(event.value, PeerGuard::Clock::now());
-  tune(event.value, address);
+  opened(event.value, address);
 }
 
 void SocketMonitor::Monitor::on_event_disconnected(const zmq_event_t& event, const char*) {
   guard_.disconnected(event.value);
+  held.release(event.value);
   ++lost;
   // Only this watcher's thread writes the count: no race below zero.
   if (open.load() > 0) --open;
 }
 
-void SocketMonitor::Monitor::tune(int fd, const char* address) const {
+void SocketMonitor::Monitor::opened(int fd, const char* address) {
   if (!std::string_view(address).starts_with("ipc://")) return;
   // Failure leaves the default buffers: slower, not wrong.
   (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes_, sizeof bytes_);
   (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes_, sizeof bytes_);
+  if (hold_) held.hold(fd);
 }
 
 }  // namespace tensorcom::detail

@@ -11,6 +11,9 @@
 // sender accepted that have not finished their handshake, and drops peers
 // that flood it.
 //
+// Held ipc connections: a sending socket's ipc connections are held open
+// past its close until their receivers have read them (held_connections.h).
+//
 // ipc buffers: ZeroMQ applies ZMQ_SNDBUF and ZMQ_RCVBUF to tcp connections
 // only; ipc (Unix-domain) connections keep the kernel's default of about
 // 200 KiB, which cuts a 38 MB batch into some two hundred reads, each after
@@ -27,6 +30,7 @@
 #include <optional>
 #include <thread>
 
+#include "held_connections.h"
 #include "peer_guard.h"
 
 namespace tensorcom::detail {
@@ -38,9 +42,10 @@ class SocketMonitor {
   // start before the socket binds or connects, or early peers are missed.
   // handshake_bytes: PeerGuard's, for the socket's security mechanism (0:
   // no guard, for receiving sockets). bans: where the addresses of peers
-  // dropped for flooding go (may be null).
+  // dropped for flooding go (may be null). sends: the socket sends, and its
+  // ipc connections are held (take_held).
   SocketMonitor(zmq::socket_t& socket, int ipc_buffer_bytes, std::uint64_t handshake_bytes,
-                std::shared_ptr<AddressBans> bans = nullptr);
+                std::shared_ptr<AddressBans> bans = nullptr, bool sends = false);
   ~SocketMonitor();
   SocketMonitor(const SocketMonitor&) = delete;
   SocketMonitor& operator=(const SocketMonitor&) = delete;
@@ -51,6 +56,10 @@ class SocketMonitor {
   // Stops watching and reads the events still queued. Returns: connections
   // open now (made or accepted, not yet lost). Idempotent.
   std::uint64_t stop();
+
+  // After stop(): the ipc connections open now, held for the caller to
+  // wait on once the socket has closed.
+  HeldConnections take_held();
 
   // Connections open now, and lost since watching began (each one lost may
   // have dropped what its pipe held: confirmed delivery re-sends).
@@ -65,18 +74,20 @@ class SocketMonitor {
  private:
   class Monitor : public zmq::monitor_t {
    public:
-    Monitor(int bytes, PeerGuard& guard) : bytes_(bytes), guard_(guard) {}
+    Monitor(int bytes, PeerGuard& guard, bool hold) : bytes_(bytes), guard_(guard), hold_(hold) {}
     void on_event_connected(const zmq_event_t& event, const char* address) override;
     void on_event_accepted(const zmq_event_t& event, const char* address) override;
     void on_event_disconnected(const zmq_event_t& event, const char* address) override;
     std::atomic<std::uint64_t> connections{0};  // ever made or accepted
     std::atomic<std::uint64_t> open{0};         // of them, not lost since
     std::atomic<std::uint64_t> lost{0};         // disconnections seen
+    HeldConnections held;                       // the watcher's alone until stop()
 
    private:
-    void tune(int fd, const char* address) const;
+    void opened(int fd, const char* address);
     int bytes_;
     PeerGuard& guard_;
+    bool hold_;
   };
 
   void guard_peers();  // on the watcher's thread, between events

@@ -112,6 +112,29 @@ def test_files_that_fit_are_sent_from_memory_as_read_at_the_start(tmp_path, ipc_
     assert same_batches(got, expected + expected)
 
 
+@pytest.mark.parametrize("transport", ["ipc", "tcp"])
+def test_a_receiver_behind_a_finished_sender_still_gets_every_batch(tmp_path, ipc_dir, transport):
+    # serve-ten has sent all 12 lists and closes while the receiver, with a
+    # queue of one, has read none: the kernel holds the rest, and the
+    # receiver still reads it all (within serve-ten's 2 s linger).
+    path = synth(tmp_path / "late.ten", 6, 64)
+    expected = tenbin.load_lists(str(path))
+    url = f"ipc://{ipc_dir}/late" if transport == "ipc" else "tcp://127.0.0.1:0"
+    with tensorcom.Connection("zpull+" + url, timeout=TIMEOUT_S, recv_hwm=1) as pull:
+        proc = start_serve_ten(["-i", str(path), "--epochs", "2", "zpush+" + pull.bound_addresses[0]])
+        try:
+            said = [proc.stdout.readline()]  # "... lists on", maybe "waiting ...", then "done"
+            while len(said) < 3 and "done" not in said[-1]:
+                said.append(proc.stdout.readline())
+            assert "done, 12 batches" in said[-1], said
+            time.sleep(0.5)  # serve-ten closes meanwhile
+            got = [pull.recv() for _ in range(len(expected) * 2)]
+            assert proc.wait(TIMEOUT_S) == 0, proc.stderr.read()
+        finally:
+            stop(proc)
+    assert same_batches(got, expected + expected)
+
+
 @pytest.mark.parametrize("cache_bytes", ["0", "1000000"])
 def test_files_past_the_cache_are_read_as_sent_and_said_so(tmp_path, ipc_dir, cache_bytes):
     # Two files of 6 lists, 590 KB and 2.4 MB: the second does not fit in

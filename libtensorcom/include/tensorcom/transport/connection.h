@@ -203,7 +203,9 @@ class Connection {
   void connect(std::span<const std::string> urls);
 
   // Closes the socket. Queued outgoing batches get up to options().linger
-  // to leave, but only if some peer is connected (a connect in progress gets
+  // to leave (over ipc, to be read by the receiver, not just written to
+  // its socket: one whose queue is full would drop the rest when the
+  // sender's end closed), but only if some peer is connected (a connect in progress gets
   // a quarter second to complete): a sender that has none (a server never
   // found, receivers that have all gone, a program interrupted before
   // anything happened) or sent nothing, and every receiver, closes at once. Afterwards
