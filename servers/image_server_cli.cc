@@ -59,6 +59,22 @@ std::vector<std::string> with_bare_shuffle(int argc, char** argv, bool short_swi
   return args;
 }
 
+// Comma-separated numbers; ArgumentError naming the flag and the form
+// expected otherwise.
+std::vector<double> parse_numbers(const std::string& text, const char* flag, const char* form) {
+  std::vector<double> values;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ',');) {
+    char* end = nullptr;
+    const double v = std::strtod(part.c_str(), &end);
+    if (part.empty() || *end != '\0') {
+      throw ArgumentError(std::string(flag) + " '" + formats::printable(text) + "': expected " + form + " (numbers)");
+    }
+    values.push_back(v);
+  }
+  return values;
+}
+
 }  // namespace
 
 ImageServerCli::ImageServerCli(const char* program, const char* usage, ReferenceFlags reference)
@@ -113,6 +129,16 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
       "only the box, in --meta, for the trainer to erase after normalising; training only")(
       "random-erase-value", po::value(&random_erase_value_)->default_value(random_erase_value_),
       "0 or random (N(0, 1) noise, float output)")(
+      "mixup-alpha", po::value(&mixup_alpha_)->default_value(0),
+      "MixUp over each batch, lambda from Beta(A, A) (0: off); the draws go in a float64 (n, 7) tensor, info "
+      "\"mix\", after the labels, for the trainer's soft targets (tensorcom.imaging.mix_targets)")(
+      "cutmix-alpha", po::value(&cutmix_alpha_)->default_value(0), "CutMix over each batch, as --mixup-alpha")(
+      "cutmix-minmax", po::value(&cutmix_minmax_), "MIN,MAX: timm's cutmix_minmax, the box's sides as shares")(
+      "mix-mode", po::value(&mix_mode_)->default_value(mix_mode_),
+      "torchvision (v2.RandomChoice of MixUp and CutMix, partner the image before) or timm's Mixup modes batch, "
+      "pair or elem (partner mirrored)")("mix-prob", po::value(&mix_prob_)->default_value(1),
+                                         "timm's prob: a batch, pair or image is mixed")(
+      "mix-switch-prob", po::value(&mix_switch_prob_)->default_value(0.5), "CutMix rather than MixUp when both are on")(
       "meta", "add a msgpack metadata tensor (keys, crops, epoch, stream place: docs/tools.md) after the labels")(
       "scale", po::value<std::vector<float>>()->multitoken(), "RandomResizedCrop area range (default 0.08 1)")(
       "ratio", po::value<std::vector<float>>()->multitoken(), "RandomResizedCrop aspect range (default 0.75 1.3333)")(
@@ -254,6 +280,7 @@ void ImageServerCli::finish() {
         "--random-erase with uint8 output needs --meta: the boxes travel there, for the trainer to "
         "erase after normalising (or serve --dtype float16|float32)");
   }
+  finish_mix();
   finish_size_schedule();
   check_bounds();
   fit_images_to_memory(s);
@@ -387,17 +414,7 @@ void ImageServerCli::finish_color_jitter() {
     throw ArgumentError("--color-jitter and --random-grayscale are training augmentations: not with --val");
   }
   if (color_jitter_.empty()) return;
-  std::vector<double> values;
-  std::stringstream in(color_jitter_);
-  for (std::string part; std::getline(in, part, ',');) {
-    char* end = nullptr;
-    const double v = std::strtod(part.c_str(), &end);
-    if (part.empty() || *end != '\0') {
-      throw ArgumentError("--color-jitter '" + formats::printable(color_jitter_) +
-                          "': expected B, B,C,S or B,C,S,H (numbers)");
-    }
-    values.push_back(v);
-  }
+  std::vector<double> values = parse_numbers(color_jitter_, "--color-jitter", "B, B,C,S or B,C,S,H");
   if (values.size() != 1 && values.size() != 3 && values.size() != 4) {
     throw ArgumentError("--color-jitter '" + formats::printable(color_jitter_) + "': expected B, B,C,S or B,C,S,H");
   }
@@ -426,6 +443,46 @@ void ImageServerCli::finish_random_erase() {
   erasing.probability = random_erase_;
   erasing.random_values = random_erase_value_ == "random";
   server.augment.erasing = erasing;
+}
+
+void ImageServerCli::finish_mix() {
+  const bool minmax = !cutmix_minmax_.empty();
+  if (mixup_alpha_ == 0 && cutmix_alpha_ == 0 && !minmax) {
+    for (const char* name : {"mix-mode", "mix-prob", "mix-switch-prob"}) {
+      if (!vars_[name].defaulted())
+        throw ArgumentError("--" + std::string(name) + " needs --mixup-alpha or --cutmix-alpha");
+    }
+    return;
+  }
+  ImageServerOptions& s = server;
+  if (s.augment.validation) throw ArgumentError("MixUp/CutMix are training augmentations: not with --val");
+  if (s.augment.erasing && s.format.pixels == PixelType::kUInt8) {
+    throw ArgumentError(
+        "--random-erase with uint8 output erases on the trainer, after the servers mix: serve --dtype float16|float32 "
+        "to erase each image before it is mixed");
+  }
+  imaging::MixOptions m;
+  const auto mode = imaging::parse_mix_mode(mix_mode_);
+  if (!mode)
+    throw ArgumentError("--mix-mode '" + formats::printable(mix_mode_) +
+                        "': expected torchvision, batch, pair or elem");
+  m.mode = *mode;
+  m.mixup_alpha = mixup_alpha_;
+  m.cutmix_alpha = cutmix_alpha_;
+  m.probability = mix_prob_;
+  m.switch_probability = mix_switch_prob_;
+  if (minmax) {
+    const std::vector<double> v = parse_numbers(cutmix_minmax_, "--cutmix-minmax", "MIN,MAX");
+    if (v.size() != 2)
+      throw ArgumentError("--cutmix-minmax '" + formats::printable(cutmix_minmax_) + "': expected MIN,MAX");
+    m.cutmix_minmax = std::array<double, 2>{v[0], v[1]};
+  }
+  try {
+    imaging::check_mix_options(m);
+  } catch (const ArgumentError& e) {
+    throw ArgumentError("MixUp/CutMix: " + std::string(e.what()));
+  }
+  s.mix = m;
 }
 
 void ImageServerCli::finish_format() {

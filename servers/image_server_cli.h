@@ -45,6 +45,7 @@ struct ImageServerCli {
   void finish_color_jitter();
   void finish_random_erase();
   void finish_format();
+  void finish_mix();
   void finish_size_schedule();
   void check_bounds() const;
   boost::program_options::variables_map vars_;
@@ -60,6 +61,12 @@ struct ImageServerCli {
   double random_erase_ = 0;               // RandomErasing's probability
   std::string random_erase_value_ = "0";  // 0 or random
   std::string size_schedule_;             // --size-schedule as given; empty: none
+  double mixup_alpha_ = 0;                // MixUp's alpha (0: off)
+  double cutmix_alpha_ = 0;               // CutMix's alpha (0: off)
+  std::string cutmix_minmax_;             // timm's MIN,MAX; empty: none
+  std::string mix_mode_ = "torchvision";  // torchvision, batch, pair or elem
+  double mix_prob_ = 1;                   // timm's prob
+  double mix_switch_prob_ = 0.5;          // CutMix rather than MixUp when both
   std::string mean_;
   std::string std_;
   std::int64_t linger_ms_ = 10000;

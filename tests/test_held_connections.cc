@@ -34,9 +34,7 @@ struct SocketPair {
   }
   SocketPair(const SocketPair&) = delete;
   SocketPair& operator=(const SocketPair&) = delete;
-  void close_sender() {
-    ::close(std::exchange(sender, -1));
-  }
+  void close_sender() { ::close(std::exchange(sender, -1)); }
 };
 
 bool hung_up(int fd) {

@@ -125,6 +125,7 @@ void bind_tenbin(py::module_& m);
 void bind_connection(py::module_& m);
 void bind_imaging(py::module_& m);
 void bind_image_ops(py::module_& m);
+void bind_batch_mix(py::module_& m);
 // The policies' geometric options and a checked policy (image_ops.cc);
 // throw ArgumentError naming what is wrong.
 imaging::GeometricOptions geometric_options(const std::string& interpolation, std::array<int, 3> fill);

@@ -9,5 +9,6 @@ PYBIND11_MODULE(_tensorcom, m) {
   tensorcom::python::bind_connection(m);
   tensorcom::python::bind_imaging(m);
   tensorcom::python::bind_image_ops(m);
+  tensorcom::python::bind_batch_mix(m);
   tensorcom::python::bind_gpu(m);
 }

@@ -52,7 +52,8 @@ __all__ = [
     "decode", "image_size", "image_format", "read_bytes", "is_image_file", "IMG_EXTENSIONS", "Generator", "Compose",
     "from_torchvision", "RandomResizedCrop", "RandomHorizontalFlip", "Resize", "CenterCrop", "PILToTensor",
     "TrivialAugmentWide", "RandAugment", "AutoAugment", "AutoAugmentPolicy", "ColorJitter", "RandomGrayscale",
-    "RandomErasing", "erase_boxes", "rand_augment_transform", "ImageError", "MAX_PIXELS",
+    "RandomErasing", "erase_boxes", "rand_augment_transform", "ImageError", "MAX_PIXELS", "MixUp", "CutMix",
+    "MixUpOrCutMix", "Mixup", "mix_targets", "served_mixes",
 ]
 
 # The files these transforms decode (torchvision's ImageFolder also lists
@@ -920,3 +921,7 @@ def _width_height(img):
     if isinstance(img, np.ndarray) and img.ndim >= 2:
         return img.shape[1], img.shape[0]
     return image_size(img)
+
+
+# The batch transforms build on the Generator above.
+from .mixing import CutMix, Mixup, MixUp, MixUpOrCutMix, mix_targets, served_mixes  # noqa: E402

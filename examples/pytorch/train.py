@@ -116,6 +116,7 @@ def parse_args(argv):
     p.add_argument("--workers", type=int, default=8, help="DataLoader worker processes for folder")
     p.add_argument("--classes", type=int, default=1000)
     p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--label-smoothing", type=float, default=0.0, help="CrossEntropyLoss's label smoothing")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--no-amp", dest="amp", action="store_false", help="train in float32")
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
@@ -226,6 +227,7 @@ class TensorcomBatches:
         import tensorcom
         converter = "torch_cuda" if device.type == "cuda" else "torch"
         self.urls = urls
+        self.classes = args.classes
         self.timeout = args.timeout
         # Training data is shared out among ranks; evaluation (split False)
         # is every rank's, from PUB servers (docs/deploy.md).
@@ -269,13 +271,24 @@ class TensorcomBatches:
         self.trained_token = token
 
     def _received(self):
-        batch = self._first_batch() if self.first else self.connection.recv()
+        batch, infos = self._first_batch() if self.first else self.connection.recv(infos=True)
         if self.first:
             rebatched = "" if self.batch_size in (None, batch[0].shape[0]) else f", re-batched to {self.batch_size}"
-            say(f"{self.urls}: batches of {batch[0].shape[0]}{rebatched}")
+            mixed = ", mixed by the servers (soft targets)" if "mix" in infos else ""
+            say(f"{self.urls}: batches of {batch[0].shape[0]}{rebatched}{mixed}")
         self.first = False
         self._say_image_size(batch[0])
-        return batch[0], batch[1]  # a third tensor, if any, is metadata
+        return batch[0], self._targets(batch, infos)  # the rest, if any, is metadata
+
+    def _targets(self, batch, infos):
+        """The labels; for batches the servers mixed (--mixup-alpha,
+        --cutmix-alpha) the soft targets of their draws."""
+        if "mix" not in infos:
+            return batch[1]
+        from tensorcom import imaging
+        labels = batch[1]
+        targets = imaging.mix_targets(labels.cpu(), batch[infos.index("mix")].cpu(), self.classes)
+        return torch.from_numpy(targets).to(labels.device, non_blocking=True)
 
     def _say_image_size(self, images):
         """Says the images' size at the start and whenever it changes (servers with --size-schedule)."""
@@ -291,7 +304,7 @@ class TensorcomBatches:
         start = time.monotonic()
         while True:
             left = self.timeout - (time.monotonic() - start)
-            batch = self.connection.recv(timeout=min(WAIT_NOTICE_S, max(left, 0)))
+            batch = self.connection.recv(timeout=min(WAIT_NOTICE_S, max(left, 0)), infos=True)
             if batch is not None:
                 return batch
             waited = time.monotonic() - start
@@ -458,7 +471,7 @@ class Trainer:
         self.model = getattr(torchvision.models, args.arch)(num_classes=args.classes)
         self.model = self.model.to(device, memory_format=self.memory_format).train()
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
-        self.loss = torch.nn.CrossEntropyLoss()
+        self.loss = torch.nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
         self.amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
         self.amp = args.amp
         self.scaler = grad_scaler(args.amp and device.type == "cuda")
@@ -471,7 +484,8 @@ class Trainer:
             x = (x.float() - self.mean) / self.std
         else:
             x = x.float()
-        return x, labels.to(self.device, non_blocking=True).long()
+        y = labels.to(self.device, non_blocking=True)
+        return x, (y.float() if y.is_floating_point() else y.long())  # soft targets of mixed batches, or labels
 
     def forward(self, images, labels):
         """(logits, loss) under autocast."""

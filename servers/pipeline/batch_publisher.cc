@@ -22,6 +22,7 @@ BatchPublisher::BatchPublisher(PublisherOptions options, Connection& connection,
       counters_(counters),
       stop_requested_(std::move(stop_requested)) {
   if (options_.confirm) delivery_ = std::make_unique<ConfirmedDelivery>(connection_, options_.delivery);
+  if (options_.mix) mixer_.emplace(*options_.mix, options_.identity.seed, options_.identity.stream);
 }
 
 BatchPublisher::~BatchPublisher() = default;
@@ -31,6 +32,7 @@ void BatchPublisher::publish(BatchAssembler& assembler, const std::function<void
   while (auto batch = assembler.next_ready()) {
     if (counters_.sent().samples() == 0) give_up_if_hopeless(*batch);
     TensorList list{batch->images, batch->labels};
+    if (mixer_) list.push_back(mixer_->mix(*batch, assembler.format().layout == ImageLayout::kBHWC));
     const BatchPlace place = batch->place;
     if (options_.metadata) list.push_back(metadata_tensor(metadata_of(*batch)));
     if (!options_.repeat_first_batch) {

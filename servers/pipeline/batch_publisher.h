@@ -14,6 +14,7 @@
 #include <string>
 
 #include "batch_assembler.h"
+#include "batch_mixer.h"
 #include "resume_token.h"
 #include "server_counters.h"
 #include "tensorcom/codec/metadata.h"
@@ -36,6 +37,9 @@ struct PublisherOptions {
   // Before the first batch, wait this long for a receiver to connect
   // (0: do not wait).
   Milliseconds wait_for_receiver{0};
+  // MixUp/CutMix each batch before it is sent, its draws in a tensor after
+  // the labels (batch_mixer.h); unset: none.
+  std::optional<imaging::MixOptions> mix;
 };
 
 // How delivery ended.
@@ -75,6 +79,7 @@ class BatchPublisher {
   void forget_confirmed_places();
 
   PublisherOptions options_;
+  std::optional<BatchMixer> mixer_;
   Connection& connection_;
   ServerCounters& counters_;
   std::function<bool()> stop_requested_;

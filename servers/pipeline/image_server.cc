@@ -138,6 +138,7 @@ PublisherOptions publisher_options_of(const ImageServerOptions& o, const SampleS
   p.subscribers = o.subscribers;
   p.report = o.report;
   p.repeat_first_batch = o.repeat_first_batch;
+  p.mix = o.mix;
   return p;
 }
 

@@ -20,6 +20,7 @@
 #include "size_schedule.h"
 #include "tensorcom/transport/connection.h"
 #include "tensorcom/imaging/augmenter.h"
+#include "tensorcom/imaging/batch_mix.h"
 
 namespace tensorcom::pipeline {
 
@@ -36,6 +37,8 @@ struct ImageServerOptions {
   // batch holds one epoch and one size; format.size is ignored.
   std::optional<SizeSchedule> size_schedule;
   imaging::AugmentOptions augment;
+  // MixUp/CutMix over each complete batch (batch_mixer.h); unset: none.
+  std::optional<imaging::MixOptions> mix;
   OrderOptions order;
   std::size_t shuffle_buffer = 1000;  // samples mixed across shards (0: none)
   int workers = 1;                    // decoding threads

@@ -839,3 +839,29 @@ def test_train_without_meta_writes_no_token(tmp_path):
     assert f"train: saved epoch 1 to {checkpoint}\n" in out, out
     assert torch.load(str(checkpoint))["data"] is None
     assert not os.path.exists(f"{checkpoint}.data.json")
+
+
+def test_train_on_batches_the_servers_mixed_uses_their_soft_targets(tmp_path, ipc_dir):
+    """serve-imagenet-shards with MixUp/CutMix: train.py builds each batch's
+    soft targets from the draws sent with it, re-batched or not."""
+    shards = tiny_shards(str(tmp_path))
+    url = f"ipc://{ipc_dir}/mixed"
+    mixing = ("--mixup-alpha", "0.2", "--cutmix-alpha", "1.0")
+    with shard_server(shards, "zpush+" + url, tmp_path, "mixed", extra=mixing):
+        out = run_train("--data", f"tensorcom:zpull+{url}", "--classes", "10", "--batch-size", "3",
+                        "--label-smoothing", "0.1", "--timeout", "30", "--no-amp")
+    assert re.search(r"batches of 4, re-batched to 3, mixed by the servers \(soft targets\)$", out, re.M), out
+    assert re.search(r"step 1/2 loss [\d.]+ ", out) and re.search(r": 6 images in [\d.]+ s", out), out
+
+
+def test_soft_targets_of_served_draws():
+    imaging = pytest.importorskip("tensorcom.imaging")
+    draws = np.array([[1, 1, 0.25, 0, 0, 0, 0], [2, 0, 0.5, 0, 0, 2, 2], [0, 2, 1, 0, 0, 0, 0]])
+    targets = imaging.mix_targets(torch.tensor([3, 1, 2]), torch.from_numpy(draws), 4)
+    assert np.allclose(targets, [[0, 0.75, 0, 0.25], [0, 0.5, 0, 0.5], [0, 0, 1, 0]])
+    with pytest.raises(imaging.ArgumentError, match="shape \\(N, 7\\)"):
+        imaging.mix_targets([1], np.zeros((1, 6)), 4)
+    with pytest.raises(imaging.ArgumentError, match="kind other than 0, 1 or 2"):
+        imaging.mix_targets([1], np.array([[5, 0, 1, 0, 0, 0, 0.0]]), 4)
+    with pytest.raises(imaging.ArgumentError, match="no int32"):
+        imaging.mix_targets([1], np.array([[1, 0.5, 1, 0, 0, 0, 0.0]]), 4)
