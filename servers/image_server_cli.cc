@@ -1,5 +1,6 @@
 #include "image_server_cli.h"
 
+#include <cmath>
 #include <iostream>
 #include <limits>
 #include <random>
@@ -101,8 +102,14 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
       "size-schedule", po::value(&size_schedule_),
       "START,END,START_EPOCH,END_EPOCH: training size by epoch, FFCV's progressive resizing: START up to "
       "START_EPOCH, END from END_EPOCH, linear between them rounded to a multiple of 32 (epochs from 0; "
-      "instead of --size; not with --val)")("val",
-                                            "validation transform: resize to size*256/224, centre crop, no flip")(
+      "instead of --size; not with --val)")(
+      "val",
+      "validation transform: resize the shorter side (to size*256/224 unless --val-resize or --crop-pct), "
+      "centre crop, no flip")(
+      "val-resize", po::value(&val_resize_)->default_value(0),
+      "--val: resize the shorter side to N, then centre crop --size (torchvision's --val-resize-size)")(
+      "crop-pct", po::value(&crop_pct_)->default_value(0),
+      "--val: timm's crop_pct, the shorter side resized to floor(size / P), then centre crop --size")(
       "interpolation", po::value(&interpolation_)->default_value("bilinear"),
       "bilinear or bicubic (torchvision's pixels: Pillow's antialiased filters on a full-scale decode), "
       "or fast (DCT-scaled decode, 2-tap bilinear)")(
@@ -331,6 +338,7 @@ void ImageServerCli::finish_augment() {
                         formats::printable(interpolation_) + "'");
   }
   a.resample = *resample;
+  finish_val_resize();
   finish_policy();
   finish_color_jitter();
   finish_random_erase();
@@ -512,6 +520,30 @@ void ImageServerCli::finish_format() {
   } catch (const ArgumentError& e) {
     throw ArgumentError(std::string("--mean/--std: ") + e.what());
   }
+}
+
+void ImageServerCli::finish_val_resize() {
+  imaging::AugmentOptions& a = server.augment;
+  const int size = server.format.size;
+  if (val_resize_ == 0 && crop_pct_ == 0) return;
+  if (!a.validation) throw ArgumentError("--val-resize and --crop-pct are for validation: give --val");
+  if (val_resize_ != 0 && crop_pct_ != 0)
+    throw ArgumentError("--val-resize and --crop-pct both set the resize: give one");
+  if (crop_pct_ != 0) {
+    if (!(crop_pct_ > 0 && crop_pct_ <= 1)) {
+      std::ostringstream given;
+      given << crop_pct_;
+      throw ArgumentError("--crop-pct " + given.str() + ": expected a share in (0, 1]");
+    }
+    a.resize.shorter = static_cast<int>(std::floor(size / crop_pct_));
+    return;
+  }
+  if (val_resize_ < size || val_resize_ > kMostSize * 4) {
+    throw ArgumentError("--val-resize " + std::to_string(val_resize_) + ": expected from --size (" +
+                        std::to_string(size) + ") to " + std::to_string(kMostSize * 4) +
+                        ": the centre crop must fit the resized image");
+  }
+  a.resize.shorter = val_resize_;
 }
 
 void ImageServerCli::finish_size_schedule() {

@@ -41,6 +41,7 @@ struct ImageServerCli {
   void finish_shuffle();
   void finish_connection();
   void finish_augment();
+  void finish_val_resize();
   void finish_policy();
   void finish_color_jitter();
   void finish_random_erase();
@@ -61,6 +62,8 @@ struct ImageServerCli {
   double random_erase_ = 0;               // RandomErasing's probability
   std::string random_erase_value_ = "0";  // 0 or random
   std::string size_schedule_;             // --size-schedule as given; empty: none
+  int val_resize_ = 0;                    // --val-resize: the shorter side (0: size * 256 / 224)
+  double crop_pct_ = 0;                   // --crop-pct: timm's (0: none)
   double mixup_alpha_ = 0;                // MixUp's alpha (0: off)
   double cutmix_alpha_ = 0;               // CutMix's alpha (0: off)
   std::string cutmix_minmax_;             // timm's MIN,MAX; empty: none

@@ -26,12 +26,9 @@ using MixRecord = std::tuple<std::string, std::int32_t, double, std::array<std::
 
 std::string kind_name(MixKind kind) {
   switch (kind) {
-    case MixKind::kMixUp:
-      return "mixup";
-    case MixKind::kCutMix:
-      return "cutmix";
-    case MixKind::kNone:
-      break;
+    case MixKind::kMixUp: return "mixup";
+    case MixKind::kCutMix: return "cutmix";
+    case MixKind::kNone: break;
   }
   return "none";
 }

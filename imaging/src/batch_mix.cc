@@ -73,7 +73,8 @@ MixBox timm_box(const MixOptions& o, double lambda, int height, int width, std::
     const auto [low, high] = *o.cutmix_minmax;
     const std::int32_t cut_h =
         below(static_cast<std::int32_t>(height * low), static_cast<std::int32_t>(height * high), rng);
-    const std::int32_t cut_w = below(static_cast<std::int32_t>(width * low), static_cast<std::int32_t>(width * high), rng);
+    const std::int32_t cut_w =
+        below(static_cast<std::int32_t>(width * low), static_cast<std::int32_t>(width * high), rng);
     const std::int32_t y0 = below(0, height - cut_h, rng);
     const std::int32_t x0 = below(0, width - cut_w, rng);
     return {x0, y0, x0 + cut_w, y0 + cut_h};
@@ -122,14 +123,14 @@ std::vector<SampleMix> draw_torchvision(const MixOptions& o, std::size_t count, 
 
 std::int32_t mirror(std::size_t i, std::size_t count) { return static_cast<std::int32_t>(count - 1 - i); }
 
-std::vector<SampleMix> draw_timm(const MixOptions& o, std::size_t count, int height, int width,
-                                 std::mt19937_64& rng) {
+std::vector<SampleMix> draw_timm(const MixOptions& o, std::size_t count, int height, int width, std::mt19937_64& rng) {
   std::vector<SampleMix> mixes(count);
   if (o.mode == MixMode::kBatch) {
     const SampleMix m = timm_draw(o, height, width, false, rng);
     for (std::size_t i = 0; i < count; ++i) mixes[i] = m;
   } else if (o.mode == MixMode::kPair) {
-    for (std::size_t i = 0; i < count / 2; ++i) mixes[i] = mixes[count - 1 - i] = timm_draw(o, height, width, true, rng);
+    for (std::size_t i = 0; i < count / 2; ++i)
+      mixes[i] = mixes[count - 1 - i] = timm_draw(o, height, width, true, rng);
   } else {
     for (std::size_t i = 0; i < count; ++i) mixes[i] = timm_draw(o, height, width, true, rng);
   }
@@ -140,7 +141,8 @@ std::vector<SampleMix> draw_timm(const MixOptions& o, std::size_t count, int hei
 std::string describe(double v) { return std::to_string(v); }
 
 void check_probability(double p, const char* name) {
-  if (!(p >= 0 && p <= 1)) throw ArgumentError(std::string(name) + " must be a probability from 0 to 1, not " + describe(p));
+  if (!(p >= 0 && p <= 1))
+    throw ArgumentError(std::string(name) + " must be a probability from 0 to 1, not " + describe(p));
 }
 
 void check_alpha(double alpha, const char* name) {
@@ -153,12 +155,9 @@ void check_alpha(double alpha, const char* name) {
 
 std::size_t element_bytes(MixPixels p) {
   switch (p) {
-    case MixPixels::kUInt8:
-      return 1;
-    case MixPixels::kFloat16:
-      return 2;
-    case MixPixels::kFloat32:
-      return 4;
+    case MixPixels::kUInt8: return 1;
+    case MixPixels::kFloat16: return 2;
+    case MixPixels::kFloat32: return 4;
   }
   return 1;
 }
@@ -278,14 +277,10 @@ std::optional<MixMode> parse_mix_mode(std::string_view name) noexcept {
 
 std::string_view mix_mode_name(MixMode mode) noexcept {
   switch (mode) {
-    case MixMode::kTorchvision:
-      return "torchvision";
-    case MixMode::kBatch:
-      return "batch";
-    case MixMode::kPair:
-      return "pair";
-    case MixMode::kElem:
-      return "elem";
+    case MixMode::kTorchvision: return "torchvision";
+    case MixMode::kBatch: return "batch";
+    case MixMode::kPair: return "pair";
+    case MixMode::kElem: return "elem";
   }
   return "torchvision";
 }
@@ -322,8 +317,8 @@ std::vector<SampleMix> draw_batch_mix(const MixOptions& options, std::size_t cou
 
 void mix_batch(std::span<const SampleMix> mixes, const BatchPixels& b) {
   check_fits(mixes, b);
-  const std::size_t elements = static_cast<std::size_t>(b.height) * static_cast<std::size_t>(b.width) *
-                               static_cast<std::size_t>(b.channels);
+  const std::size_t elements =
+      static_cast<std::size_t>(b.height) * static_cast<std::size_t>(b.width) * static_cast<std::size_t>(b.channels);
   const std::size_t image_bytes = elements * element_bytes(b.pixels);
   auto* data = static_cast<std::byte*>(b.data);
   // The originals of every image read: mixing is in place.

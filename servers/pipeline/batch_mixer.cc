@@ -52,9 +52,13 @@ Tensor BatchMixer::mix(AssembledBatch& batch, bool channels_last) const {
   Tensor draws = Tensor::allocate(DType::kFloat64, {static_cast<std::int64_t>(n), 7}, kMixInfo);
   auto* out = reinterpret_cast<double*>(draws.data());
   for (const imaging::SampleMix& m : mixes) {
-    const double row[7] = {kind_code(m.kind), static_cast<double>(m.partner), m.lambda,
-                           static_cast<double>(m.box.x0),      static_cast<double>(m.box.y0),
-                           static_cast<double>(m.box.x1),      static_cast<double>(m.box.y1)};
+    const double row[7] = {kind_code(m.kind),
+                           static_cast<double>(m.partner),
+                           m.lambda,
+                           static_cast<double>(m.box.x0),
+                           static_cast<double>(m.box.y0),
+                           static_cast<double>(m.box.x1),
+                           static_cast<double>(m.box.y1)};
     for (double v : row) *out++ = v;
   }
   return draws;

@@ -2,7 +2,8 @@
 
 serve-imagenet-shards against torchvision's transforms (Debian's
 python3-torchvision and python3-pil), on textured images of awkward sizes:
-  - --val against Resize(size*256/224) + CenterCrop(size), bilinear and bicubic;
+  - --val against Resize(size*256/224, or --val-resize, or timm's crop_pct)
+    + CenterCrop(size), bilinear and bicubic;
   - training crops re-made with torchvision from the crop box and flip that
     --meta records (resized_crop, then hflip);
   - RandomResizedCrop's area fractions and aspect ratios against
@@ -73,12 +74,21 @@ def pil(data):
     return Image.open(io.BytesIO(data)).convert("RGB")
 
 
+# (flags, the shorter side they resize to for size 224): the default,
+# torchvision's ResNet-50 v2 recipe (--val-resize-size 232) and timm's RSB
+# (crop_pct 0.95: floor(224 / 0.95)).
+RESIZES = [((), None), (("--val-resize", "232"), 232), (("--crop-pct", "0.95"), math.floor(224 / 0.95))]
+
+
 @pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
-@pytest.mark.parametrize("size", [224, 97])
-def test_val_gives_torchvisions_pixels(data, tmp_path, interpolation, size):
+@pytest.mark.parametrize("size, resize", [(224, RESIZES[0]), (97, RESIZES[0]), (224, RESIZES[1]), (224, RESIZES[2])],
+                         ids=["224", "97", "resize-232", "crop-pct-0.95"])
+def test_val_gives_torchvisions_pixels(data, tmp_path, interpolation, size, resize):
     path, encoded = data
-    r = serve(path, tmp_path, "--epochs", "1", "-b", "4", "--size", str(size), "--val", "--interpolation", interpolation)
-    resize_to = round(size * 256 / 224)
+    flags, resize_to = resize
+    r = serve(path, tmp_path, "--epochs", "1", "-b", "4", "--size", str(size), "--val", "--interpolation", interpolation,
+              *flags)
+    resize_to = resize_to or round(size * 256 / 224)
     transform = T.Compose([T.Resize(resize_to, interpolation=MODES[interpolation]), T.CenterCrop(size)])
     scores, full_scale = [], []
     for key, _, image in r.samples():
@@ -86,7 +96,7 @@ def test_val_gives_torchvisions_pixels(data, tmp_path, interpolation, size):
         scores.append(psnr(np.asarray(transform(source)), image))
         full_scale.append(decoded_at_full_scale(min(source.size), resize_to))
     assert len(scores) == len(encoded)
-    print(f"--val {interpolation} size {size}: PSNR mean {np.mean(scores):.1f} dB, min {min(scores):.1f} dB")
+    print(f"--val {interpolation} size {size} resized to {resize_to}: PSNR mean {np.mean(scores):.1f} dB, min {min(scores):.1f} dB")
     assert np.mean(scores) >= 40 and min(scores) >= 30, scores
     assert_bit_exact_at_full_scale(scores, full_scale)
 

@@ -27,7 +27,8 @@ MixOptions both(MixMode mode) {
 
 std::vector<std::uint8_t> ramp(std::size_t n, int seed) {
   std::vector<std::uint8_t> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>((i * 37 + static_cast<std::size_t>(seed) * 11) % 251);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<std::uint8_t>((i * 37 + static_cast<std::size_t>(seed) * 11) % 251);
   return v;
 }
 
@@ -190,11 +191,12 @@ TEST_CASE("CutMix pastes the partner's box, channels last or first, and leaves t
       for (int c = 0; c < 3; ++c) {
         for (int y = 0; y < h; ++y) {
           for (int x = 0; x < w; ++x) {
-            const std::size_t at = last ? static_cast<std::size_t>((y * w + x) * 3 + c)
-                                        : static_cast<std::size_t>((c * h + y) * w + x);
+            const std::size_t at =
+                last ? static_cast<std::size_t>((y * w + x) * 3 + c) : static_cast<std::size_t>((c * h + y) * w + x);
             const bool inside = x >= box.x0 && x < box.x1 && y >= box.y0 && y < box.y1;
             const int from = (i == 1 || !inside) ? i : mixes[static_cast<std::size_t>(i)].partner;
-            CHECK(bytes[static_cast<std::size_t>(i) * image + at] == before[static_cast<std::size_t>(from) * image + at]);
+            CHECK(bytes[static_cast<std::size_t>(i) * image + at] ==
+                  before[static_cast<std::size_t>(from) * image + at]);
           }
         }
       }

@@ -255,3 +255,15 @@ def test_serve_ten_refuses_a_receiver_wait_out_of_range(tmp_path, value):
                           capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     assert proc.returncode == 1, proc
     assert "--wait-for-receiver " in proc.stderr and "expected 0 to 604800 seconds" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--val-resize", "232"], "--val-resize and --crop-pct are for validation: give --val"),
+    (["--val", "--val-resize", "200"], "--val-resize 200: expected from --size (224)"),
+    (["--val", "--crop-pct", "1.5"], "--crop-pct 1.5: expected a share in (0, 1]"),
+    (["--val", "--crop-pct", "0.9", "--val-resize", "256"], "give one"),
+])
+def test_validation_resizes_that_cannot_work_are_refused(clean_data, extra, message):
+    paths, _ = clean_data
+    rc, _, err = h.run_plain(["-u", paths[0], "--epochs", "1"] + extra + ["zpush+ipc:///tmp/tcs-nothing"])
+    assert rc != 0 and message in err, err

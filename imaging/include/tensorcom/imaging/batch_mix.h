@@ -77,8 +77,8 @@ struct SampleMix {
 
 // One draw for a batch of count images of height x height pixels. timm's
 // modes need an even count (as timm asserts); ArgumentError otherwise.
-[[nodiscard]] std::vector<SampleMix> draw_batch_mix(const MixOptions& options, std::size_t count, int height,
-                                                    int width, std::mt19937_64& rng);
+[[nodiscard]] std::vector<SampleMix> draw_batch_mix(const MixOptions& options, std::size_t count, int height, int width,
+                                                    std::mt19937_64& rng);
 
 // A batch in memory: count images of height x width x channels, channels
 // last (HWC) or first (CHW), as uint8, float32 or float16 (IEEE half, bits).
