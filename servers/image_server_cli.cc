@@ -136,6 +136,14 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
       "only the box, in --meta, for the trainer to erase after normalising; training only")(
       "random-erase-value", po::value(&random_erase_value_)->default_value(random_erase_value_),
       "0 or random (N(0, 1) noise, float output)")(
+      "ra-reps", po::value(&s.order.repeats)->default_value(1),
+      "repeated augmentation (torchvision's --ra-reps, timm's --aug-repeats): each shard or image K times an epoch, "
+      "its repeats dealt to K ranks (--world) with their own augmentations; an epoch is as long as without")(
+      "dataset-samples", po::value(&s.dataset_samples)->default_value(0),
+      "--ra-reps over shards: the samples in all of them, which sets each rank's epoch (ImageFolder: counted)")(
+      "ra-round", po::value(&s.ra_round)->default_value(s.ra_round),
+      "--ra-reps: the dataset's samples rounded down to a multiple of this before they are shared out, as "
+      "RASampler (256; 0: not rounded)")(
       "mixup-alpha", po::value(&mixup_alpha_)->default_value(0),
       "MixUp over each batch, lambda from Beta(A, A) (0: off); the draws go in a float64 (n, 7) tensor, info "
       "\"mix\", after the labels, for the trainer's soft targets (tensorcom.imaging.mix_targets)")(
@@ -288,6 +296,7 @@ void ImageServerCli::finish() {
         "erase after normalising (or serve --dtype float16|float32)");
   }
   finish_mix();
+  finish_repeats();
   finish_size_schedule();
   check_bounds();
   fit_images_to_memory(s);
@@ -451,6 +460,23 @@ void ImageServerCli::finish_random_erase() {
   erasing.probability = random_erase_;
   erasing.random_values = random_erase_value_ == "random";
   server.augment.erasing = erasing;
+}
+
+void ImageServerCli::finish_repeats() {
+  ImageServerOptions& s = server;
+  constexpr std::size_t kMostRepeats = 64;
+  if (s.order.repeats < 1 || s.order.repeats > kMostRepeats) {
+    throw ArgumentError("--ra-reps " + std::to_string(s.order.repeats) + ": expected 1 to " +
+                        std::to_string(kMostRepeats));
+  }
+  if (s.order.repeats == 1) {
+    for (const char* name : {"dataset-samples", "ra-round"}) {
+      if (!vars_[name].defaulted()) throw ArgumentError("--" + std::string(name) + " needs --ra-reps");
+    }
+    return;
+  }
+  if (s.augment.validation) throw ArgumentError("--ra-reps is a training augmentation: not with --val");
+  if (s.order.with_replacement) throw ArgumentError("--ra-reps repeats every sample: not with --resample");
 }
 
 void ImageServerCli::finish_mix() {

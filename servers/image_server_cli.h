@@ -47,6 +47,7 @@ struct ImageServerCli {
   void finish_random_erase();
   void finish_format();
   void finish_mix();
+  void finish_repeats();
   void finish_size_schedule();
   void check_bounds() const;
   boost::program_options::variables_map vars_;

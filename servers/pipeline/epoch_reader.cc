@@ -38,7 +38,7 @@ bool EpochReader::read_epoch(std::uint64_t epoch) {
   placed_ = 0;
   ShuffleBuffer<RawSample> buffer(options_.shuffle_buffer, seeded_rng({options_.order.seed, epoch, 3}),
                                   options_.memory_limit / 4 * 3, buffered_bytes);
-  EpochQuota quota(options_.epoch_batches * options_.batch_size);
+  EpochQuota quota(options_.epoch_batches ? options_.epoch_batches * options_.batch_size : options_.epoch_samples);
   const std::vector<std::size_t> units = epoch_units(source_.units(), epoch, options_.order);
   std::size_t passes = 0;
   for (bool again = true; again; ++passes) {

@@ -45,6 +45,7 @@ struct ReaderOptions {
   std::size_t batch_size = 1;
   std::uint64_t epochs = 0;         // 0: forever
   std::uint64_t epoch_batches = 0;  // samples an epoch takes, in batches (EpochQuota); 0: the share
+  std::uint64_t epoch_samples = 0;  // without epoch_batches: samples an epoch takes (0: the share)
   // Bytes of encoded samples the reader holds: the shuffle buffer 3/4 of
   // it, each of the two sample windows 1/8.
   std::uint64_t memory_limit = std::uint64_t{1} << 30;

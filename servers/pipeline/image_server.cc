@@ -95,6 +95,7 @@ ReaderOptions reader_options_of(const ImageServerOptions& o, std::uint64_t memor
   r.batch_size = o.format.batch_size;
   r.epochs = o.epochs;
   r.epoch_batches = o.epoch_batches;
+  r.epoch_samples = o.epoch_samples;
   r.memory_limit = memory_limit;
   r.resume = o.resume;
   r.size_at = [&o](std::uint64_t epoch) { return epoch_size(o, epoch); };
@@ -105,7 +106,9 @@ ReaderOptions reader_options_of(const ImageServerOptions& o, std::uint64_t memor
 FillerOptions filler_options_of(const ImageServerOptions& o) {
   FillerOptions f;
   f.augment = o.augment;
-  f.seed = o.order.seed;
+  // Repeats of a sample on other ranks sit where its first does: the rank
+  // makes their augmentations differ.
+  f.seed = o.order.repeats > 1 ? o.order.seed ^ (0x9E3779B97F4A7C15 * (o.order.rank + 1)) : o.order.seed;
   f.batch_size = o.format.batch_size;
   f.classes = o.classes;
   f.max_image_bytes = o.max_image_bytes;
@@ -305,6 +308,7 @@ StreamIdentity stream_identity(const ImageServerOptions& o, const SampleSource& 
   recipe.shuffle_buffer = o.shuffle_buffer;
   recipe.shuffle_units = o.order.shuffle_units;
   recipe.with_replacement = o.order.with_replacement;
+  recipe.repeats = o.order.repeats;
   for (std::size_t i = 0; i < source.units(); ++i) recipe.units.push_back(source.unit_label(i));
   return {stream_name(o), stream_fingerprint(recipe), o.order.seed, o.epoch_batches};
 }
@@ -335,6 +339,26 @@ bool has_remote_units(const SampleSource& source) {
   return false;
 }
 
+std::uint64_t repeated_epoch_samples(const ImageServerOptions& o, const SampleSource& source) {
+  if (o.order.repeats <= 1 || o.epoch_batches > 0) return 0;
+  std::uint64_t samples = o.dataset_samples;
+  if (samples == 0 && std::string_view(source.unit_name()) == "images") samples = source.units();
+  if (samples == 0) {
+    throw ArgumentError("--ra-reps over " + std::string(source.unit_name()) +
+                        " needs --dataset-samples N (the samples in all of them) or --epoch-batches: an epoch's "
+                        "length is counted in samples");
+  }
+  const std::uint64_t world = std::max<std::uint64_t>(o.order.world, 1);
+  const std::uint64_t share =
+      o.ra_round == 0 ? (samples + world - 1) / world : samples / o.ra_round * o.ra_round / world;
+  if (share == 0) {
+    throw ArgumentError("--ra-reps: " + std::to_string(samples) + " samples rounded down to a multiple of --ra-round " +
+                        std::to_string(o.ra_round) + " leave no sample for each of " + std::to_string(world) +
+                        " ranks (--ra-round 0 does not round)");
+  }
+  return share;
+}
+
 int run_image_server(const ImageServerOptions& options, SampleSource& source) {
   if (source.units() == 0) throw ArgumentError(std::string("nothing to serve: no ") + source.unit_name());
   if (options.addresses.empty()) throw ArgumentError("nothing to serve on: no address");
@@ -350,6 +374,7 @@ int run_image_server(const ImageServerOptions& options, SampleSource& source) {
     say_resume(resolved, server_log(resolved));
   }
 
+  resolved.epoch_samples = repeated_epoch_samples(resolved, source);
   const std::size_t read_ahead = has_remote_units(source) ? resolved.read_ahead : 0;
   const MemoryBudget budget =
       memory_budget(memory_limit_of(resolved), resolved.max_image_bytes, worker_count(resolved), read_ahead);

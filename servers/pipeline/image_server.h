@@ -46,6 +46,15 @@ struct ImageServerOptions {
   // Samples each epoch, in batches: the share cut or repeated to exactly
   // this many batches (see EpochQuota). 0: the share as it is.
   std::uint64_t epoch_batches = 0;
+  // Repeated augmentation (order.repeats > 1): without epoch_batches, each
+  // rank's epoch takes (dataset_samples rounded down to ra_round) / world
+  // samples, as RASampler and RepeatAugSampler count (ra_round 0:
+  // ceil(dataset_samples / world), timm's selected_round=0). dataset_samples
+  // 0: the source's images, where its units are images. epoch_samples: the
+  // count run_image_server works out.
+  std::uint64_t dataset_samples = 0;
+  std::uint64_t ra_round = 256;
+  std::uint64_t epoch_samples = 0;
   // PUB: the first batch waits for this many subscribers, and a subscriber
   // whose queue is full holds the sender back instead of missing batches
   // (every rank sees every sample). 0: send once one subscribes; drop for

@@ -214,6 +214,7 @@ std::string stream_fingerprint(const StreamRecipe& r) {
         std::uint64_t{r.with_replacement}, std::uint64_t{r.units.size()}}) {
     add_number(n);
   }
+  if (r.repeats > 1) add_number(r.repeats);
   for (const std::string& unit : r.units) {
     add_number(unit.size());
     add_bytes(unit.data(), unit.size());

@@ -54,6 +54,7 @@ struct StreamRecipe {
   std::uint64_t shuffle_buffer = 0;
   bool shuffle_units = true;
   bool with_replacement = false;
+  std::uint64_t repeats = 1;       // repeated augmentation's (in the hash only when > 1)
   std::vector<std::string> units;  // shards or files, in order
 };
 [[nodiscard]] std::string stream_fingerprint(const StreamRecipe& recipe);

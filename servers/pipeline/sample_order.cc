@@ -1,5 +1,6 @@
 #include "sample_order.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace tensorcom::pipeline {
@@ -37,8 +38,9 @@ std::vector<std::size_t> epoch_units(std::size_t count, std::uint64_t epoch, con
     auto rng = seeded_rng({o.seed, epoch});
     fisher_yates(all, rng);
   }
+  const std::size_t repeats = std::max<std::size_t>(o.repeats, 1);
   std::vector<std::size_t> mine;
-  for (std::size_t i = o.rank; i < count; i += world) mine.push_back(all[i]);
+  for (std::size_t i = o.rank; i < count * repeats; i += world) mine.push_back(all[i / repeats]);
   return mine;
 }
 

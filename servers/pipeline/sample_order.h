@@ -23,6 +23,10 @@ struct OrderOptions {
   std::size_t rank = 0;           // this server's share of the units ...
   std::size_t world = 1;          // ... among this many servers
   bool with_replacement = false;  // draw units with replacement instead
+  // Repeated augmentation (torchvision's RASampler, timm's
+  // RepeatAugSampler): each unit listed this many times in a row before the
+  // list is dealt to the ranks, so that its repeats go to as many ranks.
+  std::size_t repeats = 1;
 };
 
 // A generator seeded from several numbers (seed, epoch, ...).

@@ -36,6 +36,30 @@ TEST_CASE("epoch units") {
     CHECK(all.size() == 10);
     CHECK(std::set<std::size_t>(all.begin(), all.end()).size() == 10);
   }
+  SUBCASE("repeats list each unit K times in a row, then deal them as RASampler deals indices") {
+    o.shuffle_units = false;
+    o.repeats = 3;
+    o.world = 2;
+    // [0 0 0 1 1 1 2 2 2 3 3 3] dealt to two ranks.
+    o.rank = 0;
+    CHECK(epoch_units(4, 0, o) == std::vector<std::size_t>{0, 0, 1, 2, 2, 3});
+    o.rank = 1;
+    CHECK(epoch_units(4, 0, o) == std::vector<std::size_t>{0, 1, 1, 2, 3, 3});
+    o.world = 1;
+    o.rank = 0;
+    CHECK(epoch_units(2, 0, o) == std::vector<std::size_t>{0, 0, 0, 1, 1, 1});
+  }
+  SUBCASE("with as many ranks as repeats, every rank reads the same units, each once") {
+    o.repeats = 4;
+    o.world = 4;
+    std::vector<std::vector<std::size_t>> lists;
+    for (std::size_t rank = 0; rank < 4; ++rank) {
+      o.rank = rank;
+      lists.push_back(epoch_units(10, 1, o));
+    }
+    for (const auto& list : lists) CHECK(list == lists[0]);
+    CHECK(std::set<std::size_t>(lists[0].begin(), lists[0].end()).size() == 10);
+  }
   SUBCASE("resampling draws with replacement") {
     o.with_replacement = true;
     auto drawn = epoch_units(50, 0, o);

@@ -118,8 +118,9 @@ class Run:
     def metas(self):
         out = []
         for batch, infos in zip(self.batches, self.infos):
-            assert len(batch) == 3 and infos[2] == "meta", infos
-            out.append(msgpack.unpackb(batch[2].tobytes(), raw=False))
+            # images, labels, MixUp/CutMix's draws if mixed, metadata
+            assert len(batch) in (3, 4) and infos[-1] == "meta" and infos[2:-1] in ([], ["mix"]), infos
+            out.append(msgpack.unpackb(batch[-1].tobytes(), raw=False))
         return out
 
     def keys(self):
