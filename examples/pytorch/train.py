@@ -27,7 +27,12 @@ WORLD_SIZE, as torchrun and examples/slurm set them), a tensorcom input
 connects only to this rank's share of its servers (tensorcom.rank_urls:
 every world-th URL from rank on), so that no sample reaches two ranks;
 --val is not shared out (serve it over PUB: every rank sees all of it).
-See docs/deploy.md. The model itself is not wrapped in DDP here.
+See docs/deploy.md. Launched by torchrun (MASTER_ADDR set) with more than
+one rank, it trains data-parallel: a process group (gloo on CPU, nccl on
+GPUs, each rank on cuda:LOCAL_RANK), the model in DistributedDataParallel,
+an epoch as long on every rank (the shortest input's), every rank stopping
+at the same step on a signal, and one data token for all ranks (gathered
+and merged into PATH.data.json at each checkpoint).
 
 --batch-size sets the batches of folder and synthetic; tensorcom input is
 re-batched to it (its servers' batches split or joined, the rest kept for
@@ -464,12 +469,16 @@ def grad_scaler(enabled):
 
 
 class Trainer:
-    def __init__(self, args, device):
+    def __init__(self, args, device, group=None):
         self.device = device
         self.arch, self.classes = args.arch, args.classes
         self.memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
         self.model = getattr(torchvision.models, args.arch)(num_classes=args.classes)
         self.model = self.model.to(device, memory_format=self.memory_format).train()
+        self.module = self.model  # what checkpoints hold: the model without its DDP wrapper
+        if group is not None:
+            self.model = torch.nn.parallel.DistributedDataParallel(
+                self.model, device_ids=[device.index] if device.type == "cuda" else None)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
         self.loss = torch.nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
         self.amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
@@ -506,7 +515,7 @@ class Trainer:
         """The checkpoint: `epoch` the last finished, `step` the steps done of
         the next, `data` the input's token (None: not tensorcom, or no --meta)."""
         return {"epoch": epoch, "step": step, "data": data, "arch": self.arch, "classes": self.classes,
-                "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "scaler": self.scaler.state_dict()}
 
     def load_state(self, state, path):
@@ -515,7 +524,7 @@ class Trainer:
         if (state["arch"], state["classes"]) != (self.arch, self.classes):
             raise ValueError(f"{path} holds a {state['arch']} with {state['classes']} classes, not a "
                              f"{self.arch} with {self.classes}")
-        self.model.load_state_dict(state["model"])
+        self.module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
         return state["epoch"]
@@ -575,10 +584,11 @@ def save_json(path, value):
     atomic_write(path, json.dumps(value, separators=(",", ":")) + "\n")
 
 
-def data_token_path(args):
-    """The JSON token file beside --checkpoint: PATH.data.json, or
-    PATH.data-rank{R}.json when ranks write one each."""
-    if args.world == 1:
+def data_token_path(args, group=None):
+    """The JSON token file beside --checkpoint: PATH.data.json (one process,
+    or every rank's merged under a process group), or PATH.data-rank{R}.json
+    when ranks without one write one each."""
+    if args.world == 1 or group is not None:
         return f"{args.checkpoint}.data.json"
     return f"{args.checkpoint}.data-rank{args.rank}.json"
 
@@ -597,7 +607,7 @@ class Start:
         self.epoch, self.step, self.data, self.data_from = epoch, step, data, data_from
 
 
-def resume(args, trainer, device):
+def resume(args, trainer, device, group=None):
     """Start(): the beginning, or with --resume where --checkpoint stopped."""
     if not args.resume:
         return Start()
@@ -613,11 +623,11 @@ def resume(args, trainer, device):
     say(f"resumed from {args.checkpoint} after {progress_point(epoch, step)}")
     # The token file is what the servers were resumed from; the checkpoint's
     # copy (the same unless a crash came between the two writes) otherwise.
-    path = data_token_path(args)
+    path = data_token_path(args, group)
     if os.path.exists(path):
         with open(path) as f:
             return Start(epoch, step, json.load(f), path)
-    data = state.get("data") if args.world == 1 else None
+    data = state.get("data") if args.world == 1 or group is not None else None
     return Start(epoch, step, data, args.checkpoint if data is not None else None)
 
 
@@ -626,17 +636,27 @@ def progress_point(epoch, step):
     return f"epoch {epoch}" if step == 0 else f"epoch {epoch} and {step} steps of epoch {epoch + 1}"
 
 
-def save_training(args, trainer, source, epoch, step):
-    """The checkpoint (rank 0), then this rank's token file: a crash between
-    the two leaves a token behind the model, whose batches are trained on
-    again, rather than one ahead of it, whose batches would be lost."""
+def save_training(args, trainer, source, epoch, step, group=None):
+    """The checkpoint (rank 0), then the token file: a crash between the two
+    leaves a token behind the model, whose batches are trained on again,
+    rather than one ahead of it, whose batches would be lost. Under a
+    process group the ranks' tokens are gathered and rank 0 writes their
+    union; without one each rank writes its own."""
     data = source.data_state()
+    writes_token = data is not None
+    if group is not None:
+        from tensorcom.resume import merge_state_dicts
+        tokens = [None] * args.world
+        group.all_gather_object(tokens, data)
+        present = [token for token in tokens if token is not None]
+        data = merge_state_dicts(present) if present else None
+        writes_token = data is not None and writes_model(args)
     if writes_model(args):
         save_checkpoint(args.checkpoint, trainer.state(epoch, step, data))
-    if data is not None:
-        save_json(data_token_path(args), data)
+    if writes_token:
+        save_json(data_token_path(args, group), data)
     files = [args.checkpoint] if writes_model(args) else []
-    files += [data_token_path(args)] if data is not None else []
+    files += [data_token_path(args, group)] if writes_token else []
     say(f"saved {progress_point(epoch, step)} to {' and '.join(files) or 'nothing (rank without a token)'}")
 
 
@@ -661,17 +681,30 @@ class StopSignals:
     def __bool__(self):
         return self.signum is not None
 
+    def agreed(self, group=None, device=None):
+        """Whether training stops now. Under a process group every rank
+        calls this at the same step and all get the same answer (the signal
+        any rank received), so that all stop at that step: a rank that
+        stopped alone would leave the others waiting in DDP's all-reduce."""
+        if group is None:
+            return bool(self)
+        flag = torch.tensor([self.signum or 0], device=device if device.type == "cuda" else "cpu")
+        group.all_reduce(flag, op=group.ReduceOp.MAX)
+        self.signum = int(flag.item()) or None
+        return bool(self)
+
     def name(self):
         return signal.Signals(self.signum).name
 
 
-def train_epoch(trainer, source, label, steps, args, device, first_step=0, stop=None):
+def train_epoch(trainer, source, label, steps, args, device, first_step=0, stop=None, group=None):
     """Steps first_step .. steps-1 of an epoch, or fewer if `stop` is set
-    meanwhile; prints its line. Returns the steps done of the epoch."""
+    meanwhile (on any rank, under a process group); prints its line.
+    Returns the steps done of the epoch."""
     progress = Progress(label, steps - first_step, args.report, source, device)
     total_loss = torch.zeros((), device=device)
     step = first_step
-    while step < steps and not stop:
+    while step < steps and not (stop is not None and stop.agreed(group, device)):
         images, labels = next(source)
         loss = trainer.step(images, labels)
         total_loss += loss.detach().float()
@@ -709,8 +742,9 @@ def train(args, device):
     """Trains --epochs epochs; returns the exit status (128 + a signal's
     number when SIGTERM or SIGUSR1 stopped it)."""
     data = args.data[0]
-    trainer = Trainer(args, device)
-    start = resume(args, trainer, device)
+    group = start_process_group(args, device)
+    trainer = Trainer(args, device, group)
+    start = resume(args, trainer, device, group)
     if start.epoch >= args.epochs:
         say(f"{args.checkpoint} already holds epoch {start.epoch} of {args.epochs}: nothing to do")
         return 0
@@ -725,33 +759,60 @@ def train(args, device):
         if args.val is not None:
             urls = args.val[len("tensorcom:"):] if args.val.startswith("tensorcom:") else args.val
             val = TensorcomBatches(urls, args, device, split=False)
-        steps = args.epoch_size or source.steps_per_epoch()
+        steps = args.epoch_size or equal_steps(source.steps_per_epoch(), group)
         whose = "" if args.epoch_size else " (the input's epoch; --epoch-size sets it)"
         say(f"{data}: epochs {start.epoch + 1} to {args.epochs}, {steps} steps each{whose}")
         first_step = start.step
         for epoch in range(start.epoch + 1, args.epochs + 1):
             label = f"epoch {epoch}/{args.epochs}"
-            done = train_epoch(trainer, source, label, steps, args, device, first_step, stop)
+            done = train_epoch(trainer, source, label, steps, args, device, first_step, stop, group)
             first_step = 0
             if done < steps:  # stopped by a signal
-                return stopped(args, trainer, source, stop, epoch - 1, done)
+                return stopped(args, trainer, source, stop, epoch - 1, done, group=group)
             if val is not None:
                 evaluate(trainer, val, f"{label} val", args.val_size, args, device)
             if args.checkpoint is not None:
-                save_training(args, trainer, source, epoch, 0)
-            if stop and epoch < args.epochs:
-                return stopped(args, trainer, source, stop, epoch, 0, saved=True)
+                save_training(args, trainer, source, epoch, 0, group)
+            if stop.agreed(group, device) and epoch < args.epochs:
+                return stopped(args, trainer, source, stop, epoch, 0, saved=True, group=group)
         return 0
     finally:
         source.close()
         if val is not None:
             val.close()
+        if group is not None:
+            group.destroy_process_group()
 
 
-def stopped(args, trainer, source, stop, epoch, step, saved=False):
+def start_process_group(args, device):
+    """torch.distributed with its process group when torchrun (or another
+    launcher that sets MASTER_ADDR) started more than one rank: gloo on
+    CPU, nccl on GPUs. None otherwise: ranks given by hand only share the
+    servers out."""
+    if args.world <= 1 or "MASTER_ADDR" not in os.environ:
+        return None
+    import torch.distributed as dist
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=args.rank, world_size=args.world)
+    say(f"rank {args.rank} of {args.world}: process group ({dist.get_backend()}), DistributedDataParallel")
+    return dist
+
+
+def equal_steps(steps, group):
+    """An epoch's steps, the fewest any rank's input has under a process
+    group: ranks that disagreed would hang in DDP's all-reduce."""
+    if group is None:
+        return steps
+    fewest = torch.tensor([steps], device="cuda" if group.get_backend() == "nccl" else "cpu")
+    group.all_reduce(fewest, op=group.ReduceOp.MIN)
+    if int(fewest) != steps:
+        say(f"this rank's input has {steps} steps an epoch, another's {int(fewest)}: every rank takes {int(fewest)}")
+    return int(fewest)
+
+
+def stopped(args, trainer, source, stop, epoch, step, saved=False, group=None):
     """After a stop signal: the checkpoint (unless just saved), one line, the exit status."""
     if args.checkpoint is not None and not saved:
-        save_training(args, trainer, source, epoch, step)
+        save_training(args, trainer, source, epoch, step, group)
     status = 128 + stop.signum
     kept = "checkpoint saved" if args.checkpoint is not None else "no --checkpoint: nothing saved"
     say(f"{stop.name()}: stopped after {progress_point(epoch, step)} ({kept}); exit status {status}")
@@ -761,6 +822,9 @@ def stopped(args, trainer, source, stop, epoch, step, saved=False):
 def main(argv=None):
     args = parse_args(argv)
     device = torch.device(args.device)
+    if device.type == "cuda" and device.index is None and "LOCAL_RANK" in os.environ:
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))  # torchrun: one GPU a rank
+        torch.cuda.set_device(device)
     if args.channels_last and device.type == "cuda":
         torch.backends.cudnn.benchmark = True
     amp = ("float16" if device.type == "cuda" else "bfloat16") if args.amp else "off"
