@@ -5,6 +5,8 @@
 #include <limits>
 #include <random>
 #include <sstream>
+#include <map>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -238,11 +240,40 @@ void ImageServerCli::add_reference_options() {
   }
 }
 
+namespace {
+
+// The flags that decide what a batch's pixels and labels are: the recipe a
+// trainer checks (sorted, values as typed, several joined by commas).
+std::vector<std::string> recipe_flags(const po::parsed_options& parsed) {
+  static const std::set<std::string> kRecipe = {
+      "batch", "size", "size-schedule", "val", "val-resize", "crop-pct", "interpolation", "scale", "ratio", "flip",
+      "auto-augment", "aa", "ra-magnitude", "ra-num-ops", "policy-interpolation", "color-jitter", "random-grayscale",
+      "random-erase", "random-erase-value", "ra-reps", "mixup-alpha", "cutmix-alpha", "mix-mode", "mix-prob",
+      "mix-switch-prob", "cutmix-minmax", "dtype", "layout", "mean", "std", "normalize"};
+  std::map<std::string, std::string> given;
+  for (const po::option& o : parsed.options) {
+    if (kRecipe.count(o.string_key) == 0) continue;
+    std::string value;
+    for (const std::string& token : o.value) value += (value.empty() ? "" : ",") + token;
+    given[o.string_key] = value;
+  }
+  std::vector<std::string> out;
+  for (auto& [flag, value] : given) {
+    out.push_back(flag);
+    out.push_back(std::move(value));
+  }
+  return out;
+}
+
+}  // namespace
+
 bool ImageServerCli::parse(int argc, char** argv) {
   po::positional_options_description positional;
   positional.add("address", -1);
   const std::vector<std::string> args = with_bare_shuffle(argc, argv, reference_.shuffle_by_default);
-  po::store(po::command_line_parser(args).options(options).positional(positional).run(), vars_);
+  const po::parsed_options parsed = po::command_line_parser(args).options(options).positional(positional).run();
+  po::store(parsed, vars_);
+  server.recipe = recipe_flags(parsed);
   if (vars_.count("help")) {
     std::cout << options;
     return false;

@@ -18,8 +18,18 @@ std::vector<std::byte> bytes_of(std::initializer_list<int> values) {
 
 TEST_CASE("metadata round trip") {
   BatchMetadata meta{
-      {"n01440764_10026", "n01440764_10027"}, {"train-000.tar", "train-001.tar"}, "host:1", 77, {}, {}, {}, {}, {}};
+      {"n01440764_10026", "n01440764_10027"}, {"train-000.tar", "train-001.tar"}, "host:1", 77, {}, {}, {}, {}, {}, {}};
   SUBCASE("bytes") { CHECK(decode_metadata(encode_metadata(meta)) == meta); }
+  SUBCASE("with the server's recipe flags") {
+    meta.recipe = {"auto-augment", "ta_wide", "mixup-alpha", "0.2", "val", ""};
+    CHECK(decode_metadata(encode_metadata(meta)) == meta);
+    // {"recipe": ["size"]}: a flag without its value
+    const auto odd = std::vector<std::byte>{std::byte{0x81}, std::byte{0xa6}, std::byte{'r'}, std::byte{'e'},
+                                            std::byte{'c'},  std::byte{'i'},  std::byte{'p'}, std::byte{'e'},
+                                            std::byte{0x91}, std::byte{0xa4}, std::byte{'s'}, std::byte{'i'},
+                                            std::byte{'z'},  std::byte{'e'}};
+    CHECK_THROWS_WITH_AS((void)decode_metadata(odd), doctest::Contains("not flag, value pairs"), FormatError);
+  }
   SUBCASE("with the batch's place in a resumable stream") {
     meta.epoch = 3;
     meta.place = StreamPlace{"2/8", "0123456789abcdef", 5, 41, 156, false};
@@ -89,7 +99,7 @@ TEST_CASE("metadata round trip") {
     CHECK_FALSE(find_metadata(batch).has_value());
   }
   SUBCASE("the encoding is a plain msgpack map") {
-    BatchMetadata small{{}, {}, "", 5, {}, {}, {}, {}, {}};
+    BatchMetadata small{{}, {}, "", 5, {}, {}, {}, {}, {}, {}};
     // fixmap(4) "keys" [] "shards" [] "server" "" "seq" 5
     auto expected = bytes_of({0x84, 0xa4, 'k', 'e', 'y', 's', 0x90, 0xa6, 's',  'h',  'a', 'r', 'd', 's',
                               0x90, 0xa6, 's', 'e', 'r', 'v', 'e',  'r',  0xa0, 0xa3, 's', 'e', 'q', 0x05});
@@ -138,7 +148,7 @@ TEST_CASE("hostile metadata") {
   }
   SUBCASE("geometry that does not fit the samples") {
     BatchMetadata meta{{"a", "b"}, {"s", "s"}, "h", 1, {{1, 2, 3, 4, false, 9, 9, {}, std::nullopt, 0}},
-                       {},         {},         {},  {}};
+                       {},         {},         {},  {},  {}};
     CHECK_THROWS_WITH_AS((void)decode_metadata(encode_metadata(meta)),
                          doctest::Contains("geometry for 1 samples and 2 keys"), FormatError);
     // {"crops": [[1, 2, 3]]}: a box of three values

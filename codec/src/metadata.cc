@@ -74,7 +74,8 @@ std::vector<std::byte> encode_metadata(const BatchMetadata& metadata) {
   const auto& receipt = metadata.receipt;
   const std::uint32_t receipt_fields = receipt ? 2 + (receipt->key.empty() ? 0 : 1) : 0;
   const std::uint32_t fields = 4 + (geometry ? 3 : 0) + (ops ? 1 : 0) + (erase ? 1 : 0) + (metadata.epoch ? 1 : 0) +
-                               (metadata.size ? 1 : 0) + place_fields + receipt_fields;
+                               (metadata.size ? 1 : 0) + place_fields + receipt_fields +
+                               (metadata.recipe.empty() ? 0 : 1);
   packer.pack_map(fields);
   packer.pack(std::string_view("keys"));
   packer.pack(metadata.keys);
@@ -97,6 +98,7 @@ std::vector<std::byte> encode_metadata(const BatchMetadata& metadata) {
     if (place->batches) packer.pack(std::string_view("batches")).pack(*place->batches);
     packer.pack(std::string_view("last")).pack(place->last);
   }
+  if (!metadata.recipe.empty()) packer.pack(std::string_view("recipe")).pack(metadata.recipe);
   if (receipt) {
     packer.pack(std::string_view("ack")).pack(receipt->to);
     packer.pack(std::string_view("run")).pack(receipt->run);
@@ -295,6 +297,11 @@ void read_field(BatchMetadata& out, std::string_view key, const msgpack::object&
     read_ops(out.geometry, value);
   } else if (key == "erase") {
     read_erase(out.geometry, value);
+  } else if (key == "recipe") {
+    out.recipe = as_strings(value, "recipe");
+    if (out.recipe.size() % 2 != 0) {
+      throw FormatError(FormatErrorKind::kMetadata, "metadata 'recipe' is not flag, value pairs", 0);
+    }
   }
 }
 

@@ -120,8 +120,12 @@ def parse_args(argv):
                         "changes it by epoch)")
     p.add_argument("--workers", type=int, default=8, help="DataLoader worker processes for folder")
     p.add_argument("--classes", type=int, default=1000)
-    p.add_argument("--lr", type=float, default=0.1)
-    p.add_argument("--label-smoothing", type=float, default=0.0, help="CrossEntropyLoss's label smoothing")
+    p.add_argument("--lr", type=float, help="learning rate (default 0.1, or the --recipe's)")
+    p.add_argument("--label-smoothing", type=float,
+                   help="CrossEntropyLoss's label smoothing (default 0, or the --recipe's)")
+    p.add_argument("--recipe", help="torchvision-resnet50-v2, timm-rsb-a3 or ffcv-rn50: says the source's settings "
+                                    "and the servers' flags, takes its batch size, lr, label smoothing and "
+                                    "test-time flip, and refuses servers (their --meta) that serve another")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--no-amp", dest="amp", action="store_false", help="train in float32")
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
@@ -138,6 +142,7 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if not 0 <= args.rank < args.world:
         p.error(f"--rank {args.rank} of --world {args.world}: expected 0 <= rank < world")
+    apply_recipe(args, p)
     for data in args.data:
         if data != "synthetic" and not data.startswith(("tensorcom:", "folder:")):
             p.error(f"--data {data!r}: expected tensorcom:URLS, folder:DIR or synthetic")
@@ -164,6 +169,47 @@ def parse_args(argv):
 
 def say(line):
     print(f"train: {line}", flush=True)
+
+
+def apply_recipe(args, parser):
+    """Fills what the command line left unset from --recipe (tensorcom.recipes)."""
+    args.test_time_flip = False
+    if args.recipe is not None:
+        from tensorcom import recipes
+        try:
+            args.recipe = recipes.get(args.recipe)
+        except ValueError as e:
+            parser.error(f"--recipe: {e}")
+        settings = args.recipe.trainer
+        for name in ("lr", "label_smoothing", "batch_size"):
+            if getattr(args, name) is None and name in settings:
+                setattr(args, name, settings[name])
+        args.test_time_flip = bool(settings.get("test_time_flip", False))
+    if args.lr is None:
+        args.lr = 0.1
+    if args.label_smoothing is None:
+        args.label_smoothing = 0.0
+
+
+def say_recipe(recipe, args):
+    """The recipe as its source runs it and as this run serves and trains it."""
+    say(f"recipe {recipe.name}: {recipe.source}")
+    say(f"  its source: {recipe.command}")
+    say(f"  training servers: serve-imagenet-shards {' '.join(recipe.server_args('train'))} --meta")
+    say(f"  validation servers: serve-imagenet-shards {' '.join(recipe.server_args('val'))} --meta")
+    flip = ", test-time flip" if args.test_time_flip else ""
+    say(f"  here: batch {args.batch_size}, lr {args.lr:g}, label smoothing {args.label_smoothing:g}{flip} "
+        f"(SGD; the source's optimiser, schedule, EMA and losses are its own)")
+
+
+def check_served_recipe(recipe, batch, infos, split):
+    """Refuses servers whose --meta recipe differs from --recipe's (or that send no --meta)."""
+    from tensorcom import recipes
+    if "meta" not in infos:
+        raise ValueError(f"--recipe {recipe.name}: the servers send no --meta, so what they serve cannot be checked")
+    import msgpack
+    meta = msgpack.unpackb(bytes(batch[len(infos) - 1 - infos[::-1].index("meta")].cpu().numpy()), raw=False)
+    recipe.check(recipes.served_flags(meta), split)
 
 
 # --- input paths: each gives (images, labels) on the device --------------------------
@@ -233,6 +279,7 @@ class TensorcomBatches:
         converter = "torch_cuda" if device.type == "cuda" else "torch"
         self.urls = urls
         self.classes = args.classes
+        self.recipe, self.split = args.recipe, split
         self.timeout = args.timeout
         # Training data is shared out among ranks; evaluation (split False)
         # is every rank's, from PUB servers (docs/deploy.md).
@@ -277,6 +324,8 @@ class TensorcomBatches:
 
     def _received(self):
         batch, infos = self._first_batch() if self.first else self.connection.recv(infos=True)
+        if self.first and self.recipe is not None:
+            check_served_recipe(self.recipe, batch, infos, "train" if self.split else "val")
         if self.first:
             rebatched = "" if self.batch_size in (None, batch[0].shape[0]) else f", re-batched to {self.batch_size}"
             mixed = ", mixed by the servers (soft targets)" if "mix" in infos else ""
@@ -729,6 +778,8 @@ def evaluate(trainer, source, label, steps, args, device):
         for _ in range(steps):
             images, labels = next(source)
             logits, loss = trainer.forward(images, labels)
+            if args.test_time_flip:  # FFCV's lr_tta: the mean of the image's and its mirror's logits
+                logits = (logits + trainer.forward(images.flip(3), labels)[0]) / 2
             total_loss += loss.float() * labels.shape[0]
             correct += (logits.argmax(1) == labels.to(device).long()).sum()
             progress.step(images.shape[0], loss)
@@ -829,6 +880,8 @@ def main(argv=None):
         torch.backends.cudnn.benchmark = True
     amp = ("float16" if device.type == "cuda" else "bfloat16") if args.amp else "off"
     say(f"{args.arch} on {device}, amp {amp}, channels-last {args.channels_last}")
+    if args.recipe is not None:
+        say_recipe(args.recipe, args)
     if args.epochs is None:
         time_inputs(args, device)
         return 0

@@ -136,6 +136,7 @@ BatchMetadata BatchPublisher::metadata_of(AssembledBatch& batch) const {
   m.geometry = std::move(batch.geometry);
   m.epoch = batch.place.epoch;
   m.size = static_cast<std::uint32_t>(batch.size);
+  m.recipe = options_.recipe;
   StreamPlace& place = m.place.emplace();
   place.stream = options_.identity.stream;
   place.fingerprint = options_.identity.fingerprint;

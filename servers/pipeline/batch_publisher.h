@@ -40,6 +40,7 @@ struct PublisherOptions {
   // MixUp/CutMix each batch before it is sent, its draws in a tensor after
   // the labels (batch_mixer.h); unset: none.
   std::optional<imaging::MixOptions> mix;
+  std::vector<std::string> recipe;  // in metadata: the augmentation flags, flag, value, ...
 };
 
 // How delivery ended.

@@ -142,6 +142,7 @@ PublisherOptions publisher_options_of(const ImageServerOptions& o, const SampleS
   p.report = o.report;
   p.repeat_first_batch = o.repeat_first_batch;
   p.mix = o.mix;
+  p.recipe = o.recipe;
   return p;
 }
 

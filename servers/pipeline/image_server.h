@@ -39,6 +39,9 @@ struct ImageServerOptions {
   imaging::AugmentOptions augment;
   // MixUp/CutMix over each complete batch (batch_mixer.h); unset: none.
   std::optional<imaging::MixOptions> mix;
+  // The augmentation flags as given (flag, value, ...), sent in --meta for
+  // trainers to check against their recipe.
+  std::vector<std::string> recipe;
   OrderOptions order;
   std::size_t shuffle_buffer = 1000;  // samples mixed across shards (0: none)
   int workers = 1;                    // decoding threads

@@ -865,3 +865,67 @@ def test_soft_targets_of_served_draws():
         imaging.mix_targets([1], np.array([[5, 0, 1, 0, 0, 0, 0.0]]), 4)
     with pytest.raises(imaging.ArgumentError, match="no int32"):
         imaging.mix_targets([1], np.array([[1, 0.5, 1, 0, 0, 0, 0.0]]), 4)
+
+
+def recipe_server(shards, url, tmp_path, flags):
+    """serve-imagenet-shards with exactly these flags (and --meta if asked), one epoch, on url."""
+    if not os.access(SHARDS_EXE, os.X_OK):
+        pytest.skip(f"{SHARDS_EXE} is not built")
+    log = open(tmp_path / "recipe-server.log", "wb")
+    proc = subprocess.Popen([SHARDS_EXE, "-u", shards, "--epochs", "1", "--seed", "5", "-w", "1", "-r", "0",
+                             "--classes", "10", *flags, url], stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
+    log.close()
+    return proc
+
+
+@pytest.mark.parametrize("change, error", [
+    ((), None),
+    (("--mixup-alpha", "0.8"), "--mixup-alpha 0.2 here, --mixup-alpha 0.8 there"),
+    (("--no-meta",), "the servers send no --meta"),
+])
+def test_train_recipe_says_its_source_and_refuses_other_servers(tmp_path, ipc_dir, change, error):
+    recipes = pytest.importorskip("tensorcom.recipes")
+    recipe = recipes.get("torchvision-resnet50-v2")
+    flags = recipe.server_args("train") + ["--dataset-samples", "32", "--ra-round", "0", "--meta"]
+    if change == ("--no-meta",):
+        flags.remove("--meta")
+    elif change:
+        flags[flags.index(change[0]) + 1] = change[1]
+    url = f"ipc://{ipc_dir}/recipe"
+    proc = recipe_server(tiny_shards(str(tmp_path)), "zpush+" + url, tmp_path, flags)
+    try:
+        cmd = [sys.executable, TRAIN, "--arch", "resnet18", "--steps", "1", "--warmup", "1", "--batch-size", "4",
+               "--device", "cpu", "--no-amp", "--classes", "10", "--recipe", recipe.name, "--timeout", "30",
+               "--data", f"tensorcom:zpull+{url}"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert f"train: recipe {recipe.name}: {recipe.source}\n" in r.stdout, r.stdout
+    assert f"train:   its source: {recipe.command}\n" in r.stdout, r.stdout
+    assert f"serve-imagenet-shards {' '.join(recipe.server_args('train'))} --meta" in r.stdout, r.stdout
+    assert "here: batch 4, lr 0.5, label smoothing 0.1" in r.stdout, r.stdout
+    if error is None:
+        assert r.returncode == 0, r.stderr
+        assert "mixed by the servers (soft targets)" in r.stdout, r.stdout
+    else:
+        assert r.returncode == 1 and error in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_recipes_map_to_flags_the_servers_take(tmp_path):
+    """Every preset's flags pass the servers' checks: the empty folder is the
+    first thing refused."""
+    recipes = pytest.importorskip("tensorcom.recipes")
+    assert set(recipes.RECIPES) == {"torchvision-resnet50-v2", "timm-rsb-a3", "ffcv-rn50"}
+    dir_exe = os.path.join(BUILD_DIR, "servers", "serve-imagenet-dir")
+    for recipe in recipes.RECIPES.values():
+        for split in ("train", "val"):
+            r = subprocess.run([dir_exe, "-d", str(tmp_path), "--epochs", "1", *recipe.server_args(split),
+                                "zpush+ipc:///nowhere/x"], capture_output=True, text=True, timeout=30)
+            refused = r.returncode != 0 and "serve-imagenet-dir: no images under" in r.stderr
+            assert refused, (recipe.name, split, r.stderr)
+    with pytest.raises(tensorcom.ArgumentError, match="unknown recipe 'rn50': expected one of"):
+        recipes.get("rn50")
+    with pytest.raises(tensorcom.ArgumentError, match="--cutmix-alpha 1.0 here, not given there"):
+        recipes.get("timm-rsb-a3").check({"mixup-alpha": "0.1"})

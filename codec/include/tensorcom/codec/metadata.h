@@ -111,6 +111,10 @@ struct BatchMetadata {
   std::optional<std::uint32_t> size;       // the images' height and width; unset: not recorded
   std::optional<StreamPlace> place;        // where the batch sits in a resumable stream; unset: not recorded
   std::optional<DeliveryReceipt> receipt;  // how to confirm it; unset: no confirmation asked
+  // The augmentation flags the server was started with, as given: flag,
+  // value, flag, value, ... (a trainer checks them against its recipe);
+  // empty: not recorded.
+  std::vector<std::string> recipe;
 
   bool operator==(const BatchMetadata&) const = default;
 };
