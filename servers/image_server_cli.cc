@@ -245,11 +245,37 @@ namespace {
 // The flags that decide what a batch's pixels and labels are: the recipe a
 // trainer checks (sorted, values as typed, several joined by commas).
 std::vector<std::string> recipe_flags(const po::parsed_options& parsed) {
-  static const std::set<std::string> kRecipe = {
-      "batch", "size", "size-schedule", "val", "val-resize", "crop-pct", "interpolation", "scale", "ratio", "flip",
-      "auto-augment", "aa", "ra-magnitude", "ra-num-ops", "policy-interpolation", "color-jitter", "random-grayscale",
-      "random-erase", "random-erase-value", "ra-reps", "mixup-alpha", "cutmix-alpha", "mix-mode", "mix-prob",
-      "mix-switch-prob", "cutmix-minmax", "dtype", "layout", "mean", "std", "normalize"};
+  static const std::set<std::string> kRecipe = {"batch",
+                                                "size",
+                                                "size-schedule",
+                                                "val",
+                                                "val-resize",
+                                                "crop-pct",
+                                                "interpolation",
+                                                "scale",
+                                                "ratio",
+                                                "flip",
+                                                "auto-augment",
+                                                "aa",
+                                                "ra-magnitude",
+                                                "ra-num-ops",
+                                                "policy-interpolation",
+                                                "color-jitter",
+                                                "random-grayscale",
+                                                "random-erase",
+                                                "random-erase-value",
+                                                "ra-reps",
+                                                "mixup-alpha",
+                                                "cutmix-alpha",
+                                                "mix-mode",
+                                                "mix-prob",
+                                                "mix-switch-prob",
+                                                "cutmix-minmax",
+                                                "dtype",
+                                                "layout",
+                                                "mean",
+                                                "std",
+                                                "normalize"};
   std::map<std::string, std::string> given;
   for (const po::option& o : parsed.options) {
     if (kRecipe.count(o.string_key) == 0) continue;

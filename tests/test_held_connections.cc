@@ -58,15 +58,22 @@ void send_bytes(int fd, std::size_t count) {
   REQUIRE(::send(fd, bytes.data(), bytes.size(), 0) == static_cast<ssize_t>(count));
 }
 
+// The pair's sender holds its connection, sends bytes and closes its own
+// descriptor, as a sender's ZeroMQ socket does at the end of its linger.
+HeldConnections sent_and_closed(SocketPair& pair, std::size_t bytes) {
+  HeldConnections held;
+  held.hold(pair.sender);
+  send_bytes(pair.sender, bytes);
+  pair.close_sender();
+  return held;
+}
+
 }  // namespace
 
 TEST_CASE("a held connection hangs up only when its duplicate closes") {
   SocketPair pair;
-  HeldConnections held;
-  held.hold(pair.sender);
+  HeldConnections held = sent_and_closed(pair, 1000);
   CHECK(held.size() == 1);
-  send_bytes(pair.sender, 1000);
-  pair.close_sender();  // as ZeroMQ closes it after its linger
   CHECK_FALSE(hung_up(pair.receiver));
   CHECK(read_all(pair.receiver) == 1000);
   held.close_all();
@@ -75,10 +82,7 @@ TEST_CASE("a held connection hangs up only when its duplicate closes") {
 
 TEST_CASE("waiting on held connections ends when receivers have read, or at the deadline") {
   SocketPair pair;
-  HeldConnections held;
-  held.hold(pair.sender);
-  send_bytes(pair.sender, 5000);
-  pair.close_sender();
+  HeldConnections held = sent_and_closed(pair, 5000);
   CHECK(unread_bytes(pair.receiver) == 0);  // the receiver sent nothing
   CHECK_FALSE(held.wait_until_read(HeldConnections::Clock::now() + 20ms));
   CHECK(read_all(pair.receiver) == 5000);
@@ -88,10 +92,7 @@ TEST_CASE("waiting on held connections ends when receivers have read, or at the 
 
 TEST_CASE("a receiver that goes counts as having read") {
   SocketPair pair;
-  HeldConnections held;
-  held.hold(pair.sender);
-  send_bytes(pair.sender, 5000);
-  pair.close_sender();
+  HeldConnections held = sent_and_closed(pair, 5000);
   ::close(std::exchange(pair.receiver, -1));
   CHECK(held.wait_until_read(std::nullopt));
 }

@@ -24,10 +24,10 @@ TEST_CASE("metadata round trip") {
     meta.recipe = {"auto-augment", "ta_wide", "mixup-alpha", "0.2", "val", ""};
     CHECK(decode_metadata(encode_metadata(meta)) == meta);
     // {"recipe": ["size"]}: a flag without its value
-    const auto odd = std::vector<std::byte>{std::byte{0x81}, std::byte{0xa6}, std::byte{'r'}, std::byte{'e'},
-                                            std::byte{'c'},  std::byte{'i'},  std::byte{'p'}, std::byte{'e'},
-                                            std::byte{0x91}, std::byte{0xa4}, std::byte{'s'}, std::byte{'i'},
-                                            std::byte{'z'},  std::byte{'e'}};
+    const auto odd =
+        std::vector<std::byte>{std::byte{0x81}, std::byte{0xa6}, std::byte{'r'}, std::byte{'e'},  std::byte{'c'},
+                               std::byte{'i'},  std::byte{'p'},  std::byte{'e'}, std::byte{0x91}, std::byte{0xa4},
+                               std::byte{'s'},  std::byte{'i'},  std::byte{'z'}, std::byte{'e'}};
     CHECK_THROWS_WITH_AS((void)decode_metadata(odd), doctest::Contains("not flag, value pairs"), FormatError);
   }
   SUBCASE("with the batch's place in a resumable stream") {
@@ -147,8 +147,8 @@ TEST_CASE("hostile metadata") {
                          FormatError);
   }
   SUBCASE("geometry that does not fit the samples") {
-    BatchMetadata meta{{"a", "b"}, {"s", "s"}, "h", 1, {{1, 2, 3, 4, false, 9, 9, {}, std::nullopt, 0}},
-                       {},         {},         {},  {},  {}};
+    BatchMetadata meta{{"a", "b"}, {"s", "s"}, "h", 1,  {{1, 2, 3, 4, false, 9, 9, {}, std::nullopt, 0}},
+                       {},         {},         {},  {}, {}};
     CHECK_THROWS_WITH_AS((void)decode_metadata(encode_metadata(meta)),
                          doctest::Contains("geometry for 1 samples and 2 keys"), FormatError);
     // {"crops": [[1, 2, 3]]}: a box of three values

@@ -28,7 +28,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _tensorcom as _tc
-from .imaging import GeneratorLike, _generator
+from .generators import GeneratorLike, _generator
 
 __all__ = ["MixUp", "CutMix", "MixUpOrCutMix", "Mixup", "mix_targets", "served_mixes"]
 

@@ -739,8 +739,12 @@ class StopSignals:
             return bool(self)
         flag = torch.tensor([self.signum or 0], device=device if device.type == "cuda" else "cpu")
         group.all_reduce(flag, op=group.ReduceOp.MAX)
-        self.signum = int(flag.item()) or None
-        return bool(self)
+        agreed = int(flag.item())
+        # A signal that came during the all-reduce stays noted for the next
+        # step: overwriting it with this step's answer would lose it.
+        if agreed:
+            self.signum = agreed
+        return agreed != 0
 
     def name(self):
         return signal.Signals(self.signum).name
