@@ -222,6 +222,16 @@ def test_rcvtimeo_set_on_the_socket_times_out_recv_as_zmq_again(ipc_dir):
             sink.socket.setsockopt(zmq.AFFINITY, 1)
 
 
+def assert_quiet(socket, poller):
+    """Drained: no message, and the descriptor settles. As with ZeroMQ's own
+    ZMQ_FD, a wake-up may come with nothing (an I/O thread's late command,
+    on a loaded machine); ZMQ_EVENTS then says no message, and the
+    descriptor stays quiet after it."""
+    if dict(poller.poll(100)):
+        assert not socket.getsockopt(zmq.EVENTS) & zmq.POLLIN
+        assert dict(poller.poll(100)) == {}
+
+
 def test_a_pyzmq_poller_sees_every_batch(ipc_dir):
     url = f"ipc://{ipc_dir}/poll"
     with zcom.Connection("zpull+" + url) as sink, zcom.Connection("zpush+" + url) as source:
@@ -230,7 +240,7 @@ def test_a_pyzmq_poller_sees_every_batch(ipc_dir):
         source.send([np.zeros(1, np.int32)])
         assert sink.socket in dict(poller.poll(TIMEOUT_S * 1000))
         sink.recv()
-        assert dict(poller.poll(100)) == {}  # connected and drained: no wake-up for nothing
+        assert_quiet(sink.socket, poller)  # connected and drained
         for i in range(5):  # all queued before the first poll
             source.send([np.full(3, i, np.int32)])
         got = []
@@ -239,7 +249,7 @@ def test_a_pyzmq_poller_sees_every_batch(ipc_dir):
             if sink.socket in dict(poller.poll(1000)):
                 got.append(int(sink.recv()[0][0]))
         assert got == [0, 1, 2, 3, 4]
-        assert dict(poller.poll(100)) == {}
+        assert_quiet(sink.socket, poller)
         assert sink.socket.poll(100) == 0
         source.send([np.zeros(1, np.int32)])
         assert sink.socket.poll(TIMEOUT_S * 1000) == zmq.POLLIN
