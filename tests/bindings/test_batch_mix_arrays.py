@@ -39,3 +39,16 @@ def test_float_batches_that_are_not_writable_are_mixed_in_a_copy():
     batch.setflags(write=False)
     out, targets = imaging.CutMix(alpha=1.0, num_classes=2, generator=1)(batch, np.array([0, 1]))
     assert out is not batch and out.dtype == np.float32 and targets.shape == (2, 2)
+
+
+def test_draws_and_recipes_that_do_not_fit_are_refused():
+    draws = np.array([[1, 1, 0.25, 0, 0, 0, 0], [1, 0, 0.25, 0, 0, 0, 0]])
+    with pytest.raises(imaging.ArgumentError, match="do not match"):
+        imaging.mix_targets(np.array([0, 1, 2]), draws, 4)
+    with pytest.raises(imaging.ArgumentError, match="not finite"):
+        imaging.mix_targets(np.array([0, 1]), draws * [1, 1, np.inf, 1, 1, 1, 1], 4)
+    from tensorcom import recipes
+    for bad in (["size"], [1, 2], "size"):
+        with pytest.raises(recipes.ArgumentError, match="not flag, value pairs"):
+            recipes.served_flags({"recipe": bad})
+    assert recipes.served_flags({}) == {}
