@@ -208,7 +208,8 @@ def check_served_recipe(recipe, batch, infos, split):
     if "meta" not in infos:
         raise ValueError(f"--recipe {recipe.name}: the servers send no --meta, so what they serve cannot be checked")
     import msgpack
-    meta = msgpack.unpackb(bytes(batch[len(infos) - 1 - infos[::-1].index("meta")].cpu().numpy()), raw=False)
+    last_meta = max(i for i, info in enumerate(infos) if info == "meta")
+    meta = msgpack.unpackb(bytes(batch[last_meta].cpu().numpy()), raw=False)
     recipe.check(recipes.served_flags(meta), split)
 
 
