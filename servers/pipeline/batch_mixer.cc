@@ -2,22 +2,12 @@
 
 #include <vector>
 
+#include "resume_token.h"
 #include "tensorcom/imaging/sample_rng.h"
 
 namespace tensorcom::pipeline {
 
 namespace {
-
-// FNV-1a: a stable hash of the stream's name (std::hash is not promised
-// to be the same across builds).
-std::uint64_t name_hash(std::string_view name) {
-  std::uint64_t h = 0xcbf29ce484222325;
-  for (char c : name) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 0x100000001b3;
-  }
-  return h;
-}
 
 // Apart from the samples' streams under the same seed.
 constexpr std::uint64_t kMixStream = 0x6d69787570637574;  // "mixupcut"
@@ -33,7 +23,7 @@ double kind_code(imaging::MixKind kind) { return static_cast<double>(static_cast
 }  // namespace
 
 BatchMixer::BatchMixer(imaging::MixOptions options, std::uint64_t seed, std::string_view stream)
-    : options_(options), seed_(seed ^ kMixStream ^ name_hash(stream)) {
+    : options_(options), seed_(seed ^ kMixStream ^ fnv1a(stream)) {
   imaging::check_mix_options(options_);
 }
 

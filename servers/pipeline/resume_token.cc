@@ -202,11 +202,15 @@ std::uint64_t StreamResume::consumed_batches(std::uint64_t epoch) const {
   return n;
 }
 
+std::uint64_t fnv1a(std::string_view bytes, std::uint64_t hash) noexcept {
+  for (char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return hash;
+}
+
 std::string stream_fingerprint(const StreamRecipe& r) {
-  std::uint64_t hash = 14695981039346656037ull;
+  std::uint64_t hash = kFnvOffset;
   auto add_bytes = [&](const void* data, std::size_t size) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (std::size_t i = 0; i < size; ++i) hash = (hash ^ p[i]) * 1099511628211ull;
+    hash = fnv1a(std::string_view(static_cast<const char*>(data), size), hash);
   };
   auto add_number = [&](std::uint64_t n) { add_bytes(&n, sizeof n); };
   for (std::uint64_t n :

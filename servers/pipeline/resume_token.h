@@ -59,6 +59,11 @@ struct StreamRecipe {
 };
 [[nodiscard]] std::string stream_fingerprint(const StreamRecipe& recipe);
 
+// FNV-1a (64 bits) of bytes, continuing from hash: stable across builds,
+// where std::hash is not promised to be.
+inline constexpr std::uint64_t kFnvOffset = 14695981039346656037ull;
+[[nodiscard]] std::uint64_t fnv1a(std::string_view bytes, std::uint64_t hash = kFnvOffset) noexcept;
+
 // Parses a token's text; `source` names it in errors. Throws ArgumentError,
 // one line naming the field and what is wrong with it, for a token that is
 // malformed, too large, or disagrees with `identity` (another seed, shard
