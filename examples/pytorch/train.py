@@ -63,6 +63,19 @@ that epoch, then the following ones. A server batch partly used by
 re-batching when the checkpoint was taken is left out of the token: it is
 served and trained on again after a resume, never lost.
 
+Recipes: the training flags of torchvision's references/classification
+train.py, of timm's train.py or of FFCV's train_imagenet.py (its config
+keys as --section.key flags), one script's at a time, with that script's
+defaults (tensorcom.reference_flags): the optimiser (SGD, AdamW, RMSprop,
+LAMB) and its weight-decay groups, the learning-rate schedule with its
+warm-up, model EMA (evaluated beside the model), cross-entropy with label
+smoothing or timm's BCE, FFCV's BlurPool and test-time flip. Their data
+flags (crop sizes, policies, erasing, MixUp/CutMix, repeated augmentation)
+are the servers': the flags that serve them are printed, and servers whose
+--meta says otherwise are refused. --recipe NAME fills what the command
+line leaves from a preset: torchvision-resnet50-v2, timm-rsb-a3 or
+ffcv-rn50 (docs/recipes.md).
+
 Every path hands the model uint8 images normalized on the device, with AMP
 (float16 on CUDA, bfloat16 on CPU) and channels-last unless turned off.
 
@@ -71,12 +84,15 @@ Every path hands the model uint8 images normalized on the device, with AMP
     train.py --data tensorcom:zsub://127.0.0.1:7880 --batch-size 256 \\
         --epochs 90 --epoch-size 5004 --val tensorcom:zrpull://127.0.0.1:7890 \\
         --val-size 200 --checkpoint resnet50.pt --resume
+    torchrun --nproc-per-node 8 train.py --recipe torchvision-resnet50-v2 \\
+        --epochs 600 --data tensorcom:zpull://127.0.0.1:788{0..7} ...
 
 From a build tree: PYTHONPATH=build/bindings examples/pytorch/train.py ...
 Errors end the program with one line on stderr and exit status 1.
 """
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -86,6 +102,8 @@ import time
 
 import torch
 import torchvision
+
+import recipe_training
 
 MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
 STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
@@ -100,7 +118,7 @@ def parse_args(argv):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", action="append", required=True,
                    help="tensorcom:URLS, folder:DIR or synthetic (repeatable when timing: each runs in turn)")
-    p.add_argument("--arch", choices=["resnet18", "resnet50"], default="resnet50")
+    p.add_argument("--arch", "--model", choices=["resnet18", "resnet50"], default="resnet50")
     p.add_argument("--steps", type=int, default=100, help="timing: timed steps per --data")
     p.add_argument("--warmup", type=int, default=10, help="timing: untimed steps before them")
     p.add_argument("--batch-size", type=int,
@@ -120,12 +138,8 @@ def parse_args(argv):
                         "changes it by epoch)")
     p.add_argument("--workers", type=int, default=8, help="DataLoader worker processes for folder")
     p.add_argument("--classes", type=int, default=1000)
-    p.add_argument("--lr", type=float, help="learning rate (default 0.1, or the --recipe's)")
-    p.add_argument("--label-smoothing", type=float,
-                   help="CrossEntropyLoss's label smoothing (default 0, or the --recipe's)")
-    p.add_argument("--recipe", help="torchvision-resnet50-v2, timm-rsb-a3 or ffcv-rn50: says the source's settings "
-                                    "and the servers' flags, takes its batch size, lr, label smoothing and "
-                                    "test-time flip, and refuses servers (their --meta) that serve another")
+    p.add_argument("--recipe", help="torchvision-resnet50-v2, timm-rsb-a3 or ffcv-rn50: its source's flags "
+                                    "where the command line gives none (docs/recipes.md)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--no-amp", dest="amp", action="store_false", help="train in float32")
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
@@ -139,6 +153,8 @@ def parse_args(argv):
     p.add_argument("--curve-server", metavar="FILE", help="tensorcom: the servers' public CURVE certificate")
     p.add_argument("--report", type=int, default=20,
                    help="progress every N steps: a line, or on a terminal the bar's loss and waiting (0: never)")
+    from tensorcom import reference_flags
+    reference_flags.add_to(p)
     args = p.parse_args(argv)
     if not 0 <= args.rank < args.world:
         p.error(f"--rank {args.rank} of --world {args.world}: expected 0 <= rank < world")
@@ -172,45 +188,68 @@ def say(line):
 
 
 def apply_recipe(args, parser):
-    """Fills what the command line left unset from --recipe (tensorcom.recipes)."""
-    args.test_time_flip = False
+    """The settings (args.settings): the torchvision, timm or FFCV flags
+    given, then --recipe's (tensorcom.recipes), then their script's
+    defaults. args.served_check names what the servers must serve: the
+    recipe, or the data flags given; None when neither was given (any
+    servers will do)."""
+    from tensorcom import recipes, reference_flags
+    preset = None
     if args.recipe is not None:
-        from tensorcom import recipes
         try:
             args.recipe = recipes.get(args.recipe)
         except ValueError as e:
             parser.error(f"--recipe: {e}")
-        settings = args.recipe.trainer
-        for name in ("lr", "label_smoothing", "batch_size"):
-            if getattr(args, name) is None and name in settings:
-                setattr(args, name, settings[name])
-        args.test_time_flip = bool(settings.get("test_time_flip", False))
-    if args.lr is None:
-        args.lr = 0.1
-    if args.label_smoothing is None:
-        args.label_smoothing = 0.0
+        preset = args.recipe.settings
+    try:
+        settings = reference_flags.resolve(args, preset)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.batch_size is None:
+        args.batch_size = settings.batch_size
+    args.settings = settings
+    args.lr, args.label_smoothing = settings.lr, settings.label_smoothing
+    args.test_time_flip = bool(settings.test_time_flip)
+    data_given = reference_flags.data_flags_given(args)
+    args.served_check = (f"recipe {args.recipe.name}" if args.recipe is not None
+                         else f"the data flags given ({', '.join(data_given)})" if data_given else None)
+    if args.served_check is not None:
+        try:
+            reference_flags.server_args(settings, "train")
+        except ValueError as e:
+            parser.error(str(e))
 
 
-def say_recipe(recipe, args):
-    """The recipe as its source runs it and as this run serves and trains it."""
-    say(f"recipe {recipe.name}: {recipe.source}")
-    say(f"  its source: {recipe.command}")
-    say(f"  training servers: serve-imagenet-shards {' '.join(recipe.server_args('train'))} --meta")
-    say(f"  validation servers: serve-imagenet-shards {' '.join(recipe.server_args('val'))} --meta")
-    flip = ", test-time flip" if args.test_time_flip else ""
-    say(f"  here: batch {args.batch_size}, lr {args.lr:g}, label smoothing {args.label_smoothing:g}{flip} "
-        f"(SGD; the source's optimiser, schedule, EMA and losses are its own)")
+def say_settings(args):
+    """The settings in their script's flags, the recipe's source if one was
+    named, and the servers' flags that serve them."""
+    from tensorcom import reference_flags
+    recipe, settings = args.recipe, args.settings
+    indent = ""
+    if recipe is not None:
+        say(f"recipe {recipe.name}: {recipe.source}")
+        say(f"  its source: {recipe.command}")
+        indent = "  "
+    say(f"{indent}settings ({settings.script}'s flags): {reference_flags.describe(settings)}")
+    for split, name in (("train", "training"), ("val", "validation")):
+        try:
+            flags = " ".join(reference_flags.server_args(settings, split)) + " --meta"
+        except ValueError as e:
+            flags = f"none: {e}"
+        say(f"{indent}{name} servers: serve-imagenet-shards {flags}")
 
 
-def check_served_recipe(recipe, batch, infos, split):
-    """Refuses servers whose --meta recipe differs from --recipe's (or that send no --meta)."""
-    from tensorcom import recipes
+def check_served_recipe(args, batch, infos, split):
+    """Refuses servers whose --meta recipe differs from the settings' server
+    flags (or that send no --meta)."""
+    from tensorcom import recipes, reference_flags
     if "meta" not in infos:
-        raise ValueError(f"--recipe {recipe.name}: the servers send no --meta, so what they serve cannot be checked")
+        raise ValueError(f"{args.served_check}: the servers send no --meta, so what they serve cannot be checked")
     import msgpack
     last_meta = max(i for i, info in enumerate(infos) if info == "meta")
     meta = msgpack.unpackb(bytes(batch[last_meta].cpu().numpy()), raw=False)
-    recipe.check(recipes.served_flags(meta), split)
+    wanted = reference_flags.server_args(args.settings, split)
+    recipes.check_served(wanted, recipes.served_flags(meta), args.served_check)
 
 
 # --- input paths: each gives (images, labels) on the device --------------------------
@@ -280,7 +319,7 @@ class TensorcomBatches:
         converter = "torch_cuda" if device.type == "cuda" else "torch"
         self.urls = urls
         self.classes = args.classes
-        self.recipe, self.split = args.recipe, split
+        self.args, self.split = args, split
         self.timeout = args.timeout
         # Training data is shared out among ranks; evaluation (split False)
         # is every rank's, from PUB servers (docs/deploy.md).
@@ -325,8 +364,8 @@ class TensorcomBatches:
 
     def _received(self):
         batch, infos = self._first_batch() if self.first else self.connection.recv(infos=True)
-        if self.first and self.recipe is not None:
-            check_served_recipe(self.recipe, batch, infos, "train" if self.split else "val")
+        if self.first and self.args.served_check is not None:
+            check_served_recipe(self.args, batch, infos, "train" if self.split else "val")
         if self.first:
             rebatched = "" if self.batch_size in (None, batch[0].shape[0]) else f", re-batched to {self.batch_size}"
             mixed = ", mixed by the servers (soft targets)" if "mix" in infos else ""
@@ -342,7 +381,8 @@ class TensorcomBatches:
             return batch[1]
         from tensorcom import imaging
         labels = batch[1]
-        targets = imaging.mix_targets(labels.cpu(), batch[infos.index("mix")].cpu(), self.classes)
+        targets = imaging.mix_targets(labels.cpu(), batch[infos.index("mix")].cpu(), self.classes,
+                                      self.args.label_smoothing)
         return torch.from_numpy(targets).to(labels.device, non_blocking=True)
 
     def _say_image_size(self, images):
@@ -519,18 +559,29 @@ def grad_scaler(enabled):
 
 
 class Trainer:
+    """The model, its optimiser, schedule, EMA and loss as args.settings
+    has them (recipe_training.py), stepped under AMP."""
+
     def __init__(self, args, device, group=None):
         self.device = device
         self.arch, self.classes = args.arch, args.classes
+        self.settings, self.epochs = args.settings, args.epochs
         self.memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
         self.model = getattr(torchvision.models, args.arch)(num_classes=args.classes)
+        if self.settings.blurpool:
+            recipe_training.add_blurpool(self.model)
         self.model = self.model.to(device, memory_format=self.memory_format).train()
         self.module = self.model  # what checkpoints hold: the model without its DDP wrapper
         if group is not None:
             self.model = torch.nn.parallel.DistributedDataParallel(
                 self.model, device_ids=[device.index] if device.type == "cuda" else None)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
-        self.loss = torch.nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
+        self.optimizer = recipe_training.make_optimizer(self.module, self.settings)
+        self.loss = recipe_training.RecipeLoss(self.settings, args.classes)
+        self.ema = None
+        if self.settings.model_ema and self.epochs is not None:
+            batch = args.batch_size or self.settings.batch_size or DEFAULT_BATCH_SIZE
+            self.ema = recipe_training.ModelEma(self.module, self.settings, args.world, batch, self.epochs)
+        self.epoch = self.step_in_epoch = 0
         self.amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
         self.amp = args.amp
         self.scaler = grad_scaler(args.amp and device.type == "cuda")
@@ -553,20 +604,46 @@ class Trainer:
             logits = self.model(x)
             return logits, self.loss(logits, y)
 
+    def at(self, epoch, step, steps):
+        """Sets the learning rate of step `step` (from 0) of `steps` in epoch
+        `epoch` (from 0); timing runs (no --epochs) keep the base rate."""
+        self.epoch, self.step_in_epoch = epoch, step
+        if self.epochs is None:
+            return
+        lr = recipe_training.learning_rate(self.settings, self.epochs, epoch, step, steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def learning_rate(self):
+        return self.optimizer.param_groups[0]["lr"]
+
     def step(self, images, labels):
         _, loss = self.forward(images, labels)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
+        if self.settings.clip_grad:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.settings.clip_grad)
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        if self.ema is not None:
+            self.ema.after_step(self.module, self.epoch, self.step_in_epoch)
+        self.step_in_epoch += 1
         return loss
+
+    def ema_forward(self, images, labels):
+        """(logits, loss) of the EMA weights."""
+        x, y = self.prepare(images, labels)
+        with torch.autocast(device_type=self.device.type, dtype=self.amp_dtype, enabled=self.amp):
+            logits = self.ema.model(x)
+            return logits, self.loss(logits, y)
 
     def state(self, epoch, step=0, data=None):
         """The checkpoint: `epoch` the last finished, `step` the steps done of
         the next, `data` the input's token (None: not tensorcom, or no --meta)."""
         return {"epoch": epoch, "step": step, "data": data, "arch": self.arch, "classes": self.classes,
                 "model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "scaler": self.scaler.state_dict()}
+                "scaler": self.scaler.state_dict(), "ema": None if self.ema is None else self.ema.state_dict()}
 
     def load_state(self, state, path):
         """Loads state() from the checkpoint at path; returns its epoch (its
@@ -577,6 +654,8 @@ class Trainer:
         self.module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
+        if self.ema is not None and state.get("ema") is not None:
+            self.ema.load_state_dict(state["ema"])
         return state["epoch"]
 
 
@@ -751,15 +830,18 @@ class StopSignals:
         return signal.Signals(self.signum).name
 
 
-def train_epoch(trainer, source, label, steps, args, device, first_step=0, stop=None, group=None):
-    """Steps first_step .. steps-1 of an epoch, or fewer if `stop` is set
-    meanwhile (on any rank, under a process group); prints its line.
-    Returns the steps done of the epoch."""
+def train_epoch(trainer, source, label, steps, args, device, first_step=0, stop=None, group=None, epoch=0):
+    """Steps first_step .. steps-1 of epoch `epoch` (from 0), or fewer if
+    `stop` is set meanwhile (on any rank, under a process group); prints
+    its line. Returns the steps done of the epoch."""
     progress = Progress(label, steps - first_step, args.report, source, device)
     total_loss = torch.zeros((), device=device)
     step = first_step
+    trainer.at(epoch, step, steps)
+    first_lr = trainer.learning_rate()
     while step < steps and not (stop is not None and stop.agreed(group, device)):
         images, labels = next(source)
+        trainer.at(epoch, step, steps)
         loss = trainer.step(images, labels)
         total_loss += loss.detach().float()
         step += 1
@@ -768,30 +850,40 @@ def train_epoch(trainer, source, label, steps, args, device, first_step=0, stop=
     done = step - first_step
     part = "" if (first_step, step) == (0, steps) else f" (steps {first_step + 1} to {step} of {steps})"
     if done:
-        say(f"{label}: loss {total_loss.item() / done:.3f}, {images} images in {seconds:.2f} s, "
+        say(f"{label}: loss {total_loss.item() / done:.3f}, lr {first_lr:.4g}, {images} images in {seconds:.2f} s, "
             f"{images / seconds:.1f} images/s{waiting}{part}")
     return step
 
 
-def evaluate(trainer, source, label, steps, args, device):
-    """Loss and accuracy over `steps` batches of source; prints its line."""
-    trainer.model.eval()
+def evaluate(trainer, source, label, steps, args, device, ema=False):
+    """Loss and accuracy of the trainer's model (or, with ema, its moving
+    average) over `steps` batches of source; prints its line."""
+    forward = trainer.ema_forward if ema else trainer.forward
     progress = Progress(label, steps, args.report, source, device)
     total_loss = torch.zeros((), device=device)
     correct = torch.zeros((), dtype=torch.int64, device=device)
-    with torch.no_grad():
+    with evaluation(trainer), torch.no_grad():
         for _ in range(steps):
             images, labels = next(source)
-            logits, loss = trainer.forward(images, labels)
+            logits, loss = forward(images, labels)
             if args.test_time_flip:  # FFCV's lr_tta: the mean of the image's and its mirror's logits
-                logits = (logits + trainer.forward(images.flip(3), labels)[0]) / 2
+                logits = (logits + forward(images.flip(3), labels)[0]) / 2
             total_loss += loss.float() * labels.shape[0]
             correct += (logits.argmax(1) == labels.to(device).long()).sum()
             progress.step(images.shape[0], loss)
     images, seconds, waiting = progress.finish()
-    trainer.model.train()
     say(f"{label}: loss {total_loss.item() / images:.3f}, accuracy {100 * correct.item() / images:.2f}% "
         f"({images} images in {seconds:.2f} s{waiting})")
+
+
+@contextlib.contextmanager
+def evaluation(trainer):
+    """The model in eval mode for the block, in training mode after it."""
+    trainer.model.eval()
+    try:
+        yield
+    finally:
+        trainer.model.train()
 
 
 def train(args, device):
@@ -821,12 +913,14 @@ def train(args, device):
         first_step = start.step
         for epoch in range(start.epoch + 1, args.epochs + 1):
             label = f"epoch {epoch}/{args.epochs}"
-            done = train_epoch(trainer, source, label, steps, args, device, first_step, stop, group)
+            done = train_epoch(trainer, source, label, steps, args, device, first_step, stop, group, epoch - 1)
             first_step = 0
             if done < steps:  # stopped by a signal
                 return stopped(args, trainer, source, stop, epoch - 1, done, group=group)
             if val is not None:
                 evaluate(trainer, val, f"{label} val", args.val_size, args, device)
+                if trainer.ema is not None:
+                    evaluate(trainer, val, f"{label} val EMA", args.val_size, args, device, ema=True)
             if args.checkpoint is not None:
                 save_training(args, trainer, source, epoch, 0, group)
             if stop.agreed(group, device) and epoch < args.epochs:
@@ -885,8 +979,8 @@ def main(argv=None):
         torch.backends.cudnn.benchmark = True
     amp = ("float16" if device.type == "cuda" else "bfloat16") if args.amp else "off"
     say(f"{args.arch} on {device}, amp {amp}, channels-last {args.channels_last}")
-    if args.recipe is not None:
-        say_recipe(args.recipe, args)
+    if args.recipe is not None or args.served_check is not None or args.epochs is not None:
+        say_settings(args)
     if args.epochs is None:
         time_inputs(args, device)
         return 0

@@ -452,6 +452,8 @@ def test_train_folder_with_workers(tmp_path):
 def train_module():
     """examples/pytorch/train.py, imported, to drive its input paths directly."""
     pytest.importorskip("torchvision")
+    if os.path.dirname(TRAIN) not in sys.path:
+        sys.path.insert(0, os.path.dirname(TRAIN))  # its neighbour recipe_training.py, as running it gives
     spec = importlib.util.spec_from_file_location("train_example", TRAIN)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -558,7 +560,7 @@ def test_train_epochs_val_checkpoint_and_resume(tmp_path):
         for epoch in (1, 2):
             assert re.search(rf"train: epoch {epoch}/2 step 1/2 loss [\d.]+ [\d.]+ images/s, "
                              r"waiting for data \d+%", out), out
-            assert re.search(rf"train: epoch {epoch}/2: loss [\d.]+, 12 images in [\d.]+ s", out), out
+            assert re.search(rf"train: epoch {epoch}/2: loss [\d.]+, lr [\d.e-]+, 12 images in [\d.]+ s", out), out
             assert re.search(rf"train: epoch {epoch}/2 val: loss [\d.]+, accuracy [\d.]+% \(8 images", out), out
             assert f"train: saved epoch {epoch} to {checkpoint}" in out
         assert torch.load(str(checkpoint))["epoch"] == 2
@@ -787,7 +789,7 @@ def test_train_signal_mid_epoch_then_resume_trains_exactly_the_rest(tmp_path, ip
     assert f"train: resumed from {checkpoint} after epoch 0 and {done} steps of epoch 1" in r.stdout, r.stdout
     assert f"train: data token loaded from {token_file}" in r.stdout, r.stdout
     rest = RESUME_EPOCH - done
-    assert re.search(rf"train: epoch 1/1: loss [\d.]+, {rest * RESUME_BATCH} images in [\d.]+ s, .*"
+    assert re.search(rf"train: epoch 1/1: loss [\d.]+, lr [\d.e-]+, {rest * RESUME_BATCH} images in [\d.]+ s, .*"
                      rf"\(steps {done + 1} to {RESUME_EPOCH} of {RESUME_EPOCH}\)$", r.stdout, re.M), r.stdout
     with open(token_file) as f:
         final = json.load(f)
@@ -904,8 +906,11 @@ def test_train_recipe_says_its_source_and_refuses_other_servers(tmp_path, ipc_di
         proc.wait()
     assert f"train: recipe {recipe.name}: {recipe.source}\n" in r.stdout, r.stdout
     assert f"train:   its source: {recipe.command}\n" in r.stdout, r.stdout
-    assert f"serve-imagenet-shards {' '.join(recipe.server_args('train'))} --meta" in r.stdout, r.stdout
-    assert "here: batch 4, lr 0.5, label smoothing 0.1" in r.stdout, r.stdout
+    served = recipe.server_args("train")
+    served[served.index("--batch") + 1] = "4"  # the run's --batch-size
+    assert f"training servers: serve-imagenet-shards {' '.join(served)} --meta\n" in r.stdout, r.stdout
+    settings = re.search(r"^train:   settings \(torchvision's flags\): (.*)$", r.stdout, re.M)
+    assert settings and "--lr 0.5 " in settings[1] and settings[1].endswith("--batch-size 4 --epochs 600"), r.stdout
     if error is None:
         assert r.returncode == 0, r.stderr
         assert "mixed by the servers (soft targets)" in r.stdout, r.stdout
@@ -927,5 +932,5 @@ def test_recipes_map_to_flags_the_servers_take(tmp_path):
             assert refused, (recipe.name, split, r.stderr)
     with pytest.raises(tensorcom.ArgumentError, match="unknown recipe 'rn50': expected one of"):
         recipes.get("rn50")
-    with pytest.raises(tensorcom.ArgumentError, match="--cutmix-alpha 1.0 here, not given there"):
+    with pytest.raises(tensorcom.ArgumentError, match="--cutmix-alpha 1 here, not given there"):
         recipes.get("timm-rsb-a3").check({"mixup-alpha": "0.1"})

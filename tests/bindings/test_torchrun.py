@@ -134,7 +134,8 @@ def test_two_ranks_stop_together_and_resume_the_rest(tmp_path, ipc_dir):
     everything = "\n".join(out + err for _, out, err in ranks)
     assert [code for code, _, _ in ranks] == [0] * RANKS, everything
     for _, out, _ in ranks:
-        assert re.search(rf"^train: epoch 1/1: loss [\d.]+, {(RESUME_EPOCH - done) * RESUME_BATCH} images in .*"
+        rest = (RESUME_EPOCH - done) * RESUME_BATCH
+        assert re.search(rf"^train: epoch 1/1: loss [\d.]+, lr [\d.e-]+, {rest} images in .*"
                          rf"\(steps {done + 1} to {RESUME_EPOCH} of {RESUME_EPOCH}\)$", out, re.M), everything
     with open(token_file) as f:
         final = json.load(f)
