@@ -36,8 +36,8 @@
 #   TC_PYTHON            the Python with tensorcom, for the merge (python3)
 #   TC_CHECKPOINT_WAIT   seconds the trainer ranks get to checkpoint and exit
 #                        after USR1 before they are killed (60)
-#   TC_KILL_ON_BAD_EXIT  srun --kill-on-bad-exit of the trainer step (1; 0 in
-#                        requeue.sbatch: a rank that stops first must not
+#   TC_KILL_ON_BAD_EXIT  srun --kill-on-bad-exit of the trainer step (1; 0 with
+#                        TC_CHECKPOINT: a rank that stops first must not
 #                        kill the others while they checkpoint)
 set -euo pipefail
 

@@ -14,7 +14,8 @@ Both use --epoch-batches and --epochs 1; the job stops the servers once the
 trainers end. Asserted: every sample of the epoch reached the
 ranks exactly once, both ranks got the same number of batches.
 
-- requeue.sbatch: 2 servers and 2 resumable stand-in ranks (--token); once
+- requeue.sbatch, and hetjob.sbatch with one server a server node: 2
+  servers and 2 resumable stand-in ranks (--token); once
   each rank has a few batches the test sends the batch shell USR1 (as
   --signal=B:USR1@N would), the script passes it on, the ranks write their
   tokens and stop, the script requeues the job; run again, it merges the
@@ -294,7 +295,13 @@ def batches_by_stream(report):
     return out
 
 
-def test_requeue_mid_epoch_resumes_exactly_the_rest(cluster, shards, tmp_path):
+# hetjob.sbatch: one server on each of its two server nodes, so that each
+# rank reads one server as with requeue.sbatch.
+@pytest.mark.parametrize("script, layout", [
+    ("requeue.sbatch", {"TC_SERVERS_PER_NODE": "2"}),
+    ("hetjob.sbatch", {"TC_SERVERS_PER_NODE": "1", "TC_BIND_HOST": "node"}),
+])
+def test_requeue_mid_epoch_resumes_exactly_the_rest(cluster, shards, tmp_path, script, layout):
     paths, keys = shards
     out_dir, checkpoint = str(tmp_path), str(tmp_path / "checkpoint")
     port = free_ports(2)
@@ -303,16 +310,16 @@ def test_requeue_mid_epoch_resumes_exactly_the_rest(cluster, shards, tmp_path):
                f"--token {checkpoint}/stand-in.data-rank$RANK.json "
                f"--out {out_dir}/part${{SLURM_RESTART_COUNT:-0}}-rank$RANK.json")
     env = job_env(cluster, out_dir, {
-        "TC_SHARDS": brace(paths), "TC_SERVERS_PER_NODE": "2", "TC_RANKS_PER_NODE": "2", "TC_PORT": str(port),
+        "TC_SHARDS": brace(paths), "TC_RANKS_PER_NODE": "2", "TC_PORT": str(port),
         "TC_EPOCH_BATCHES": str(RANK_EPOCH), "TC_CHECKPOINT": checkpoint, "TC_PYTHON": sys.executable,
-        "TC_CHECKPOINT_WAIT": "20"}, trainer)
+        "TC_CHECKPOINT_WAIT": "20", **layout}, trainer)
     output = os.path.join(out_dir, "job.out")
     # The warning signal is sent by hand below. The script's own
     # --signal=B:USR1@180 would, with the partition's 5-minute limit, come
     # at once in every run and requeue the job again whenever a run is slower
     # than Slurm's first signal check (a loaded machine): 10 s before the limit.
     job = cluster.run(["sbatch", "--parsable", f"--output={output}", f"--chdir={out_dir}", "--time=5",
-                       "--signal=B:USR1@10", os.path.join(EXAMPLES, "requeue.sbatch")],
+                       "--signal=B:USR1@10", os.path.join(EXAMPLES, script)],
                       env=env).stdout.strip().split(";")[0]
     try:
         # Mid-epoch: each rank has 2 of its 6 batches (0.5 s each).
