@@ -162,6 +162,9 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
       "flip", po::value(&s.augment.flip_probability)->default_value(0.5), "horizontal flip probability")(
       "layout", po::value(&layout_)->default_value("BHWC"), "BHWC (the reference's) or BCHW")(
       "dtype", po::value(&dtype_)->default_value("uint8"), "uint8, float16 or float32 (normalised)")(
+      "wire", po::value(&wire_)->default_value("raw"),
+      "raw, or jpeg[:QUALITY][,444|420]: each uint8 image compressed (quality 95, 4:4:4 by default) on the "
+      "workers after mixing, sent as streams, offsets and shape tensors that receivers decode (docs/tenbin.md)")(
       "mean", po::value(&mean_), "per-channel mean for float output (default ImageNet's 0.485,0.456,0.406)")(
       "std", po::value(&std_), "per-channel std for float output (default 0.229,0.224,0.225)")(
       "classes", po::value(&s.classes)->default_value(0), "labels must be below this (0: any)")(
@@ -602,6 +605,11 @@ void ImageServerCli::finish_format() {
     check_mean_std(f.mean, f.std);  // refused here, not by every worker
   } catch (const ArgumentError& e) {
     throw ArgumentError(std::string("--mean/--std: ") + e.what());
+  }
+  server.wire = parse_wire_format(wire_);
+  if (server.wire.kind != WireFormat::Kind::kRaw && f.pixels != PixelType::kUInt8) {
+    throw ArgumentError("--wire " + wire_ + " compresses uint8 images: not with --dtype " + dtype_ +
+                        " (normalise on the receiving side)");
   }
 }
 

@@ -53,6 +53,7 @@ struct ImageServerCli {
   boost::program_options::variables_map vars_;
   std::string layout_ = "BHWC";
   std::string dtype_ = "uint8";
+  std::string wire_ = "raw";
   std::string interpolation_ = "bilinear";
   std::string auto_augment_;  // empty: no policy
   std::string timm_aa_;       // --aa: timm's RandAugment string; empty: none

@@ -197,6 +197,7 @@ int run_record(const std::vector<std::string>& argv) {
   connection_options.refuse_duplicate_streams = p.vars.count("strict") > 0;
   connection_options.timeout = Milliseconds(static_cast<std::int64_t>(p.vars["timeout"].as<double>() * 1000));
   connection_options.total = static_cast<std::int64_t>(p.vars["count"].as<std::uint64_t>());
+  connection_options.decompress_threads = 0;  // batches are recorded as they came, compressed images too
   const std::string output = p.vars["output"].as<std::string>();
   programs::install_stop_handlers();
   programs::refuse_inproc(p.args);

@@ -159,15 +159,13 @@ class PyConnection final : public SharedConnection {
 
 py::tuple batch_tuple(const TensorList& batch) { return py::make_tuple(to_arrays(batch), infos_of(batch)); }
 
-std::unique_ptr<PyConnection> make_connection(const std::vector<std::string>& urls, bool multipart,
-                                              std::optional<double> timeout, std::uint64_t epoch, std::int64_t total,
-                                              std::optional<std::string> topic, int send_hwm, int recv_hwm,
-                                              std::int64_t queue_bytes, double heartbeat, double heartbeat_timeout,
-                                              double reconnect, double reconnect_max, double linger,
-                                              std::int64_t max_message_size, std::size_t stats_horizon,
-                                              bool expand_braces, std::optional<std::string> curve_secret,
-                                              std::optional<std::string> curve_server,
-                                              std::optional<std::string> curve_allow, bool refuse_duplicate_streams) {
+std::unique_ptr<PyConnection> make_connection(
+    const std::vector<std::string>& urls, bool multipart, std::optional<double> timeout, std::uint64_t epoch,
+    std::int64_t total, std::optional<std::string> topic, int send_hwm, int recv_hwm, std::int64_t queue_bytes,
+    double heartbeat, double heartbeat_timeout, double reconnect, double reconnect_max, double linger,
+    std::int64_t max_message_size, std::size_t stats_horizon, bool expand_braces,
+    std::optional<std::string> curve_secret, std::optional<std::string> curve_server,
+    std::optional<std::string> curve_allow, bool refuse_duplicate_streams, int decompress_threads) {
   if (urls.empty()) throw UrlError("a connection needs at least one URL");
   ConnectionOptions options;
   options.framing = multipart ? Framing::kMultipart : Framing::kSingleBuffer;
@@ -187,6 +185,8 @@ std::unique_ptr<PyConnection> make_connection(const std::vector<std::string>& ur
   options.stats_horizon = stats_horizon;
   options.expand_braces = expand_braces;
   options.refuse_duplicate_streams = refuse_duplicate_streams;
+  if (decompress_threads < 0) throw ArgumentError("decompress_threads must not be negative");
+  options.decompress_threads = decompress_threads;
   options.curve = read_curve_security({curve_secret.value_or(""), curve_server.value_or(""), curve_allow.value_or("")});
   return std::make_unique<PyConnection>(urls, std::move(options));
 }
@@ -313,6 +313,7 @@ py::dict connection_defaults() {
   d["stats_horizon"] = o.stats_horizon;
   d["expand_braces"] = o.expand_braces;
   d["refuse_duplicate_streams"] = o.refuse_duplicate_streams;
+  d["decompress_threads"] = o.decompress_threads;
   return d;
 }
 
@@ -328,7 +329,7 @@ void bind_connection(py::module_& m) {
            py::arg("queue_bytes"), py::arg("heartbeat"), py::arg("heartbeat_timeout"), py::arg("reconnect"),
            py::arg("reconnect_max"), py::arg("linger"), py::arg("max_message_size"), py::arg("stats_horizon"),
            py::arg("expand_braces"), py::arg("curve_secret"), py::arg("curve_server"), py::arg("curve_allow"),
-           py::arg("refuse_duplicate_streams"))
+           py::arg("refuse_duplicate_streams"), py::arg("decompress_threads"))
       .def(
           "recv",
           [](PyConnection& self, std::optional<double> timeout) -> py::object {

@@ -298,6 +298,10 @@ class Connection:
                  one stream (--meta) coming from two servers at once raises
                  tensorcom.TransportError, naming both, for that batch and
                  every one after, instead of a warning (docs/deploy.md)
+    decompress_threads
+                 batches of compressed images (servers' --wire jpeg) are
+                 decoded to their images on this many threads (default 2);
+                 0 hands them on compressed (docs/tenbin.md)
 
     Resuming: batches from servers started with --meta are
     tracked as they are handed out (recv, iteration, iter_epoch);
@@ -324,7 +328,8 @@ class Connection:
                  linger: float = _DEFAULTS["linger"], max_message_size: int = _DEFAULTS["max_message_size"],
                  curve_secret: Optional[Path] = None, curve_server: Optional[Path] = None,
                  curve_allow: Optional[Path] = None,
-                 refuse_duplicate_streams: bool = _DEFAULTS["refuse_duplicate_streams"]) -> None:
+                 refuse_duplicate_streams: bool = _DEFAULTS["refuse_duplicate_streams"],
+                 decompress_threads: int = _DEFAULTS["decompress_threads"]) -> None:
         if device is not None and converters is not None:
             raise ArgumentError("give converters or device, not both")
         self.epoch = epoch
@@ -351,7 +356,8 @@ class Connection:
                              linger=linger, max_message_size=max_message_size, stats_horizon=stats_horizon,
                              expand_braces=not noexpand, curve_secret=_path_or_none(curve_secret),
                              curve_server=_path_or_none(curve_server), curve_allow=_path_or_none(curve_allow),
-                             refuse_duplicate_streams=refuse_duplicate_streams)
+                             refuse_duplicate_streams=refuse_duplicate_streams,
+                             decompress_threads=decompress_threads)
         self._c: Any = None  # the C++ connection (tensorcom._tensorcom._Connection)
         self._socket: Optional[ConnectionSocket] = None
         self._stats = Statistics(stats_horizon)  # until connected

@@ -17,6 +17,7 @@ std::string_view format_error_kind_name(FormatErrorKind kind) noexcept {
     case FormatErrorKind::kTooLarge: return "too large";
     case FormatErrorKind::kMetadata: return "metadata";
     case FormatErrorKind::kListLength: return "list length";
+    case FormatErrorKind::kCompressedImages: return "compressed images";
     case FormatErrorKind::kOther: break;
   }
   return "other";

@@ -46,8 +46,8 @@ std::optional<ByteBuffer> ImageReducer::reduce(std::span<const std::byte> image)
   const Transform whole{{0, 0, source.width, source.height}, target, {0, 0, target.width, target.height}, false};
   pixels_.resize(static_cast<std::size_t>(target.width) * static_cast<std::size_t>(target.height) * 3);
   augmenter_.render(image, whole, pixels_.data());
-  return encode_jpeg(pixels_.data(), target.width, target.height,
-                     {options_.quality, options_.restart_markers, options_.optimize_huffman});
+  return jpeg::encode_jpeg(pixels_.data(), target.width, target.height,
+                           {options_.quality, options_.restart_markers, options_.optimize_huffman});
 }
 
 }  // namespace tensorcom::imaging

@@ -539,7 +539,11 @@ class Connection::Impl {
     }
     try {
       TensorList batch = decode_message(views, options_.limits);
-      stats_.add(batch_size(batch), batch_bytes(batch));
+      const std::uint64_t wire_bytes = batch_bytes(batch);
+      if (options_.decompress_threads > 0 && batch.size() > 2) {
+        decompress_images(batch, options_.decompress_limits, options_.decompress_threads);
+      }
+      stats_.add(batch_size(batch), wire_bytes);
       return batch;
     } catch (const FormatError& e) {
       count_malformed(e.kind(), e.what());

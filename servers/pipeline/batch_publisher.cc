@@ -33,6 +33,11 @@ void BatchPublisher::publish(BatchAssembler& assembler, const std::function<void
     if (counters_.sent().samples() == 0) give_up_if_hopeless(*batch);
     TensorList list{batch->images, batch->labels};
     if (mixer_) list.push_back(mixer_->mix(*batch, assembler.format().layout == ImageLayout::kBHWC));
+    if (options_.wire.kind != WireFormat::Kind::kRaw) {
+      TensorList compressed = compress_images(list[0], options_.wire, options_.wire_threads);
+      list.erase(list.begin());
+      list.insert(list.begin(), compressed.begin(), compressed.end());
+    }
     const BatchPlace place = batch->place;
     if (options_.metadata) list.push_back(metadata_tensor(metadata_of(*batch)));
     if (!options_.repeat_first_batch) {

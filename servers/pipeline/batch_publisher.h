@@ -17,6 +17,7 @@
 #include "batch_mixer.h"
 #include "resume_token.h"
 #include "server_counters.h"
+#include "tensorcom/codec/compressed_images.h"
 #include "tensorcom/codec/metadata.h"
 #include "tensorcom/transport/connection.h"
 #include "tensorcom/transport/delivery.h"
@@ -41,6 +42,10 @@ struct PublisherOptions {
   // the labels (batch_mixer.h); unset: none.
   std::optional<imaging::MixOptions> mix;
   std::vector<std::string> recipe;  // in metadata: the augmentation flags, flag, value, ...
+  // Images compressed for the wire (compressed_images.h), after mixing, on
+  // wire_threads threads; raw: as they are.
+  WireFormat wire;
+  int wire_threads = 1;
 };
 
 // How delivery ended.

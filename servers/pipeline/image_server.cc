@@ -143,6 +143,8 @@ PublisherOptions publisher_options_of(const ImageServerOptions& o, const SampleS
   p.repeat_first_batch = o.repeat_first_batch;
   p.mix = o.mix;
   p.recipe = o.recipe;
+  p.wire = o.wire;
+  p.wire_threads = o.workers;
   return p;
 }
 

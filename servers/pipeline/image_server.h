@@ -20,6 +20,7 @@
 #include "size_schedule.h"
 #include "tensorcom/transport/connection.h"
 #include "tensorcom/imaging/augmenter.h"
+#include "tensorcom/codec/compressed_images.h"
 #include "tensorcom/imaging/batch_mix.h"
 
 namespace tensorcom::pipeline {
@@ -42,6 +43,9 @@ struct ImageServerOptions {
   // The augmentation flags as given (flag, value, ...), sent in --meta for
   // trainers to check against their recipe.
   std::vector<std::string> recipe;
+  // How images go on the wire: raw, or each compressed (--wire jpeg, on
+  // `workers` threads after mixing).
+  WireFormat wire;
   OrderOptions order;
   std::size_t shuffle_buffer = 1000;  // samples mixed across shards (0: none)
   int workers = 1;                    // decoding threads

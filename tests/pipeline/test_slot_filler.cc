@@ -25,7 +25,7 @@ constexpr int kSize = 8;
 // A 32 x 24 JPEG of one grey level: which sample filled a slot shows in its pixels.
 ByteBuffer grey_jpeg(std::uint8_t level) {
   std::vector<std::uint8_t> rgb(32 * 24 * 3, level);
-  return imaging::encode_jpeg(rgb.data(), 32, 24, {});
+  return jpeg::encode_jpeg(rgb.data(), 32, 24, {});
 }
 
 SharedSample sample(const std::string& key, std::int32_t label, ByteBuffer image, std::uint64_t position) {
@@ -125,7 +125,7 @@ TEST_CASE("a replacement is cut as the sample it replaces would have been") {
     w.filler->serve({sample("first", 1, grey_jpeg(200), 0), {}});
     std::vector<std::uint8_t> gradient(64 * 48 * 3);
     for (std::size_t i = 0; i < gradient.size(); ++i) gradient[i] = static_cast<std::uint8_t>(i * 7 % 251);
-    const SharedSample c = sample("c", 6, imaging::encode_jpeg(gradient.data(), 64, 48, {}), replacing ? 9 : 1);
+    const SharedSample c = sample("c", 6, jpeg::encode_jpeg(gradient.data(), 64, 48, {}), replacing ? 9 : 1);
     if (replacing) {
       w.filler->serve({sample("bad", 2, garbage(), 1), {c}});
     } else {

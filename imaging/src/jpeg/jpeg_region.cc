@@ -18,7 +18,7 @@ namespace tensorcom::imaging {
 
 struct JpegRegionDecoder::State {
   jpeg_decompress_struct cinfo{};
-  LibjpegErrors err{};
+  jpeg::LibjpegErrors err{};
   JpegIntervalDecoder interval_decoder;  // our Huffman decoding, installed per decode
 };
 
@@ -129,9 +129,9 @@ bool has_end_of_image(const unsigned char* scan, std::size_t size) {
 }  // namespace
 
 JpegRegionDecoder::JpegRegionDecoder() : state_(std::make_unique<State>()) {
-  use_libjpeg_errors(reinterpret_cast<j_common_ptr>(&state_->cinfo), state_->err);
+  jpeg::use_libjpeg_errors(reinterpret_cast<j_common_ptr>(&state_->cinfo), state_->err);
   jpeg_create_decompress(&state_->cinfo);
-  limit_scans(&state_->cinfo, state_->err);
+  jpeg::limit_scans(&state_->cinfo, state_->err);
 }
 
 JpegRegionDecoder::~JpegRegionDecoder() { jpeg_destroy_decompress(&state_->cinfo); }

@@ -20,16 +20,16 @@ namespace {
 struct Transcoder {
   jpeg_decompress_struct src{};
   jpeg_compress_struct dst{};
-  LibjpegErrors err{};
+  jpeg::LibjpegErrors err{};
   unsigned char* out = nullptr;
   unsigned long out_size = 0;
 
   Transcoder() {
-    use_libjpeg_errors(reinterpret_cast<j_common_ptr>(&src), err);
+    jpeg::use_libjpeg_errors(reinterpret_cast<j_common_ptr>(&src), err);
     dst.err = &err.pub;
     jpeg_create_decompress(&src);
     jpeg_create_compress(&dst);
-    limit_scans(&src, err);
+    jpeg::limit_scans(&src, err);
   }
   ~Transcoder() {
     jpeg_destroy_compress(&dst);

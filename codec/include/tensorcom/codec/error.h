@@ -20,18 +20,19 @@ class Error : public std::runtime_error {
 // What was wrong with malformed input, for counting: a receiving Connection
 // counts the messages it skips by kind (MalformedCounts in connection.h).
 enum class FormatErrorKind : std::uint8_t {
-  kBadHeader,       // a tensor header: too short, unknown dtype, info not ASCII, bad ndim or dimension
-  kDataPayload,     // a data payload shorter than its header declares
-  kOddFrameCount,   // multipart: a header frame without its data frame
-  kTooManyTensors,  // more tensors than DecodeLimits::max_tensors
-  kChunkPrefix,     // single buffer: a chunk prefix cut short
-  kBadMagic,        // single buffer: a chunk that does not start with "~TenBin~"
-  kChunkLength,     // single buffer: a chunk longer than what remains
-  kOddChunkCount,   // single buffer: a header chunk without its data chunk
-  kTooLarge,        // a message over the receiver's limit (ConnectionOptions::max_message_size)
-  kMetadata,        // a metadata tensor that does not hold what metadata.h describes
-  kListLength,      // a .ten file whose tensors do not split into lists of the length given or inferred
-  kOther,           // input outside the tenbin format (image files, list files, class tables)
+  kBadHeader,         // a tensor header: too short, unknown dtype, info not ASCII, bad ndim or dimension
+  kDataPayload,       // a data payload shorter than its header declares
+  kOddFrameCount,     // multipart: a header frame without its data frame
+  kTooManyTensors,    // more tensors than DecodeLimits::max_tensors
+  kChunkPrefix,       // single buffer: a chunk prefix cut short
+  kBadMagic,          // single buffer: a chunk that does not start with "~TenBin~"
+  kChunkLength,       // single buffer: a chunk longer than what remains
+  kOddChunkCount,     // single buffer: a header chunk without its data chunk
+  kTooLarge,          // a message over the receiver's limit (ConnectionOptions::max_message_size)
+  kMetadata,          // a metadata tensor that does not hold what metadata.h describes
+  kListLength,        // a .ten file whose tensors do not split into lists of the length given or inferred
+  kCompressedImages,  // compressed images (compressed_images.h) that do not decode to what they declare
+  kOther,             // input outside the tenbin format (image files, list files, class tables)
 };
 
 // Returns: the kind in words, as MalformedCounts::by_name() spells it:

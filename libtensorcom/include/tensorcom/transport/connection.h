@@ -26,6 +26,7 @@
 #include "tensorcom/transport/curve.h"
 #include "tensorcom/codec/error.h"
 #include "tensorcom/transport/stats.h"
+#include "tensorcom/codec/compressed_images.h"
 #include "tensorcom/codec/tenbin.h"
 #include "tensorcom/transport/url.h"
 
@@ -102,6 +103,12 @@ struct ConnectionOptions {
   // ZeroMQ buffer.
   std::int64_t max_message_size = std::int64_t{2} << 30;
   DecodeLimits limits;  // bounds on what a received header may declare
+  // Received batches of compressed images (servers' --wire jpeg,
+  // compressed_images.h) are decoded to the images they declare, on this
+  // many threads, at most max_bytes of images a batch; 0 threads: handed
+  // on compressed (tenbin record keeps them so).
+  int decompress_threads = 2;
+  DecompressLimits decompress_limits;
 
   // ---- Performance: how much it queues and keeps ----
 

@@ -10,7 +10,7 @@
 #include "jpeg/libjpeg_errors.h"
 #include "tensorcom/codec/error.h"
 
-namespace tensorcom::imaging {
+namespace tensorcom::jpeg {
 
 namespace {
 
@@ -44,6 +44,10 @@ bool compress_protected(Compressor* c, const std::uint8_t* rgb, int width, int h
   cinfo.in_color_space = JCS_RGB;
   jpeg_set_defaults(&cinfo);  // YCbCr, 4:2:0, the integer DCT
   jpeg_set_quality(&cinfo, e->quality, TRUE);
+  if (e->chroma_444) {
+    cinfo.comp_info[0].h_samp_factor = 1;  // luma at the chroma's sampling: 4:4:4
+    cinfo.comp_info[0].v_samp_factor = 1;
+  }
   cinfo.optimize_coding = e->optimize_huffman ? TRUE : FALSE;
   if (e->restart_markers) cinfo.restart_interval = 1;
   jpeg_start_compress(&cinfo, TRUE);
@@ -67,4 +71,4 @@ ByteBuffer encode_jpeg(const std::uint8_t* rgb, int width, int height, const Jpe
   return ByteBuffer(out, out + c->out_size);
 }
 
-}  // namespace tensorcom::imaging
+}  // namespace tensorcom::jpeg

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-namespace tensorcom::imaging {
+namespace tensorcom::jpeg {
 
 namespace {
 
@@ -50,4 +50,4 @@ void limit_scans(jpeg_decompress_struct* cinfo, LibjpegErrors& errors) {
   cinfo->progress = &errors.progress;
 }
 
-}  // namespace tensorcom::imaging
+}  // namespace tensorcom::jpeg

@@ -1,6 +1,7 @@
-// Internal to the project's libjpeg users (the servers' region decoder and
-// make-shards' restart-marker rewriter): one policy for libjpeg's errors and
-// warnings, and one bound on the work a hostile file can ask for.
+// Internal to the project's libjpeg users (the servers' region decoder, the
+// compressed images of the wire and make-shards' restart-marker rewriter):
+// one policy for libjpeg's errors and warnings, and one bound on the work a
+// hostile file can ask for.
 //
 // libjpeg reports errors by calling error_exit, which must not return: here
 // it formats the message and longjmps to the caller's setjmp(jump). So that
@@ -15,7 +16,7 @@
 
 #include <jpeglib.h>
 
-namespace tensorcom::imaging {
+namespace tensorcom::jpeg {
 
 // Most real progressive JPEGs have about 10 scans; each scan of a progressive
 // file makes libjpeg walk every coefficient of the image again, so a small
@@ -44,4 +45,4 @@ void use_libjpeg_errors(jpeg_common_struct* cinfo, LibjpegErrors& errors);
 // the progress field). REQUIRES: use_libjpeg_errors(cinfo, errors) before.
 void limit_scans(jpeg_decompress_struct* cinfo, LibjpegErrors& errors);
 
-}  // namespace tensorcom::imaging
+}  // namespace tensorcom::jpeg
