@@ -202,3 +202,10 @@ TEST_CASE("malformed compressed images are refused by name, the batch kept") {
     check_refused(batch, "the offsets are not an int32 vector");
   }
 }
+
+TEST_CASE("a compressed batch counts its images") {
+  const TensorList batch = compressed_batch(5);
+  CHECK(compressed_image_count(batch) == 5u);
+  CHECK(!compressed_image_count(TensorList(batch.begin() + 1, batch.end())).has_value());
+  CHECK(!compressed_image_count(TensorList{}).has_value());
+}

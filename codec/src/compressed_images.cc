@@ -267,11 +267,17 @@ TensorList compress_images(const Tensor& images, const WireFormat& format, int t
           Tensor::from_values<std::int32_t>({4}, shape32, kJpegShapeInfo)};
 }
 
-bool holds_compressed_images(const TensorList& batch, std::size_t index) noexcept {
+bool holds_compressed_images(std::span<const Tensor> batch, std::size_t index) noexcept {
   if (index + 2 >= batch.size()) return false;
   const std::string_view info = batch[index].info();
   return (info == kJpegStreamsInfo || info == kJpegPlanarStreamsInfo) && batch[index + 1].info() == kJpegOffsetsInfo &&
          batch[index + 2].info() == kJpegShapeInfo;
+}
+
+std::optional<std::uint64_t> compressed_image_count(std::span<const Tensor> batch) noexcept {
+  if (!holds_compressed_images(batch)) return std::nullopt;
+  const std::int64_t offsets = batch[1].ndim() == 1 ? batch[1].shape()[0] : 0;
+  return offsets > 0 ? static_cast<std::uint64_t>(offsets - 1) : 0;
 }
 
 void decompress_images(TensorList& batch, const DecompressLimits& limits, int threads) {

@@ -37,6 +37,7 @@ std::map<std::string, std::uint64_t> MalformedCounts::by_name() const {
 
 std::uint64_t batch_size(std::span<const Tensor> batch) noexcept {
   if (batch.empty()) return 0;
+  if (const auto images = compressed_image_count(batch)) return *images;
   return batch[0].ndim() == 0 ? 1 : static_cast<std::uint64_t>(batch[0].shape()[0]);
 }
 

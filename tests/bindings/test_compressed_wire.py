@@ -122,3 +122,26 @@ def test_a_malformed_compressed_batch_is_skipped_and_counted(pair, how, words, c
 def test_the_option_is_checked():
     with pytest.raises(tensorcom.ArgumentError, match="decompress_threads must not be negative"):
         tensorcom.Connection("zpull+ipc:///nowhere/x", decompress_threads=-1)
+
+
+def test_tenbin_record_keeps_the_streams(ipc_dir, tmp_path):
+    import os
+    import subprocess
+    tenbin = os.path.join(os.environ.get("TENSORCOM_BUILD_DIR", ""), "tools", "tenbin")
+    if not os.access(tenbin, os.X_OK):
+        pytest.skip(f"{tenbin} is not built")
+    url = f"ipc://{ipc_dir}/record"
+    out = tmp_path / "c.ten"
+    recorder = subprocess.Popen([tenbin, "record", f"zpull+{url}", "-n", "2", "-o", str(out), "-t", "20"],
+                                stderr=subprocess.PIPE, text=True)
+    sender = tensorcom.Connection(f"zpush+{url}", timeout=20)
+    try:
+        for seed in (1, 2):
+            arrays, infos = streams_of(images(seed=seed))
+            sender.send(arrays, infos=infos)
+        _, err = recorder.communicate(timeout=60)
+    finally:
+        sender.close()
+    assert recorder.returncode == 0 and "2 batches, 6 samples" in err, err
+    info = subprocess.run([tenbin, "info", str(out)], capture_output=True, text=True, check=True).stdout
+    assert [line.split("\t")[4] for line in info.splitlines()] == ["jpeg", "jpegoff", "jpegshp"] * 2, info

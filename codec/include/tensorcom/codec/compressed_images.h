@@ -13,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -53,7 +55,11 @@ struct DecompressLimits {
 };
 
 // Whether batch[index] starts a compressed-images triple.
-[[nodiscard]] bool holds_compressed_images(const TensorList& batch, std::size_t index = 0) noexcept;
+[[nodiscard]] bool holds_compressed_images(std::span<const Tensor> batch, std::size_t index = 0) noexcept;
+
+// The images of the compressed-images triple batch starts with (its
+// offsets' length less one); nothing when it does not start with one.
+[[nodiscard]] std::optional<std::uint64_t> compressed_image_count(std::span<const Tensor> batch) noexcept;
 
 // Replaces each compressed-images triple of `batch` by the uint8 images
 // tensor it declares, decoding on `threads` threads (at least 1). Memory is

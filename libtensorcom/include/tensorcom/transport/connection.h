@@ -289,7 +289,8 @@ class Connection {
 };
 
 // The batch size of a batch: the first dimension of its first tensor (1 for
-// a 0-d tensor, 0 for an empty list).
+// a 0-d tensor, 0 for an empty list), or the images of the compressed
+// images it starts with (compressed_images.h).
 [[nodiscard]] std::uint64_t batch_size(std::span<const Tensor> batch) noexcept;
 // Payload bytes of a batch.
 [[nodiscard]] std::uint64_t batch_bytes(std::span<const Tensor> batch) noexcept;
