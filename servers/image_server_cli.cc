@@ -163,8 +163,9 @@ ImageServerCli::ImageServerCli(const char* program, const char* usage, Reference
       "layout", po::value(&layout_)->default_value("BHWC"), "BHWC (the reference's) or BCHW")(
       "dtype", po::value(&dtype_)->default_value("uint8"), "uint8, float16 or float32 (normalised)")(
       "wire", po::value(&wire_)->default_value("raw"),
-      "raw, or jpeg[:QUALITY][,444|420]: each uint8 image compressed (quality 95, 4:4:4 by default) on the "
-      "workers after mixing, sent as streams, offsets and shape tensors that receivers decode (docs/tenbin.md)")(
+      "raw, jpeg[:QUALITY][,444|420] (quality 95, 4:4:4 by default) or zstd[:LEVEL] (lossless, level 1 by "
+      "default): each uint8 image compressed on the workers after mixing, sent as streams, offsets and shape "
+      "tensors that receivers decode (docs/tenbin.md)")(
       "mean", po::value(&mean_), "per-channel mean for float output (default ImageNet's 0.485,0.456,0.406)")(
       "std", po::value(&std_), "per-channel std for float output (default 0.229,0.224,0.225)")(
       "classes", po::value(&s.classes)->default_value(0), "labels must be below this (0: any)")(

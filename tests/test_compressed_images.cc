@@ -82,15 +82,48 @@ TEST_CASE("a batch of images goes through compressed and comes back close") {
     REQUIRE(batch.size() == 3);
     CHECK(batch[0].info() == (planar ? "jpegchw" : "jpeg"));
     CHECK(batch[0].dtype() == DType::kUInt8);
-    CHECK(batch[1].info() == "jpegoff");
+    CHECK(batch[1].info() == "imgoff");
     CHECK((batch[1].shape() == Shape{6} && batch[1].dtype() == DType::kInt32));
-    CHECK(batch[2].info() == "jpegshp");
+    CHECK(batch[2].info() == "imgshape");
     CHECK(batch[0].nbytes() * 3 < images.nbytes());
     CHECK(holds_compressed_images(batch));
     decompress_images(batch, {}, 2);
     REQUIRE(batch.size() == 1);
     CHECK(batch[0].shape() == images.shape());
     CHECK(psnr(batch[0], images) > 35);  // pixel noise of +-6 is the hard part for JPEG
+  }
+}
+
+TEST_CASE("the lossless wire gives back every pixel") {
+  for (const bool planar : {false, true}) {
+    CAPTURE(planar);
+    const Tensor images = photo_like(4, 33, 47, planar, 5);
+    TensorList batch = compress_images(images, parse_wire_format("zstd"), 2);
+    CHECK(batch[0].info() == (planar ? "zstdchw" : "zstd"));
+    CHECK(batch[0].nbytes() < images.nbytes());
+    decompress_images(batch, {}, 3);
+    REQUIRE(batch.size() == 1);
+    CHECK(batch[0].same_as(images));
+  }
+}
+
+TEST_CASE("malformed zstd streams are refused by name") {
+  auto zstd_batch = [] { return compress_images(photo_like(2, 16, 16, false), parse_wire_format("zstd:3"), 1); };
+  SUBCASE("a frame of another size than declared") {
+    TensorList batch = zstd_batch();
+    batch[2].values<std::int32_t>()[1] = 17;
+    check_refused(batch, "image 0: a zstd frame of 768 bytes where the batch declares 816");
+  }
+  SUBCASE("bytes that are not a frame") {
+    TensorList batch = zstd_batch();
+    std::memset(batch[0].data(), 0x41, 4);
+    check_refused(batch, "image 0: not a zstd frame");
+  }
+  SUBCASE("a corrupt frame") {
+    TensorList batch = zstd_batch();
+    const std::int32_t* off = offsets_of(batch);
+    std::memset(batch[0].data() + off[1] + 8, 0xff, static_cast<std::size_t>(off[2] - off[1] - 8));
+    check_refused(batch, "image 1: zstd: ");
   }
 }
 
@@ -129,8 +162,13 @@ TEST_CASE("--wire's text") {
   CHECK(parse_wire_format("jpeg,420").chroma_420);
   CHECK(parse_wire_format("jpeg:90,444").describe() == "jpeg:90,444");
   CHECK(parse_wire_format("raw").describe() == "raw");
-  CHECK_THROWS_WITH_AS((void)parse_wire_format("png"), doctest::Contains("expected raw or jpeg"), ArgumentError);
-  CHECK_THROWS_WITH_AS((void)parse_wire_format("jpegx"), doctest::Contains("expected raw or jpeg"), ArgumentError);
+  CHECK(parse_wire_format("zstd").kind == WireFormat::Kind::kZstd);
+  CHECK(parse_wire_format("zstd").zstd_level == 1);
+  CHECK(parse_wire_format("zstd:9").describe() == "zstd:9");
+  CHECK_THROWS_WITH_AS((void)parse_wire_format("zstd:20"), doctest::Contains("the zstd level must be 1 to 19"),
+                       ArgumentError);
+  CHECK_THROWS_WITH_AS((void)parse_wire_format("png"), doctest::Contains("expected raw, jpeg"), ArgumentError);
+  CHECK_THROWS_WITH_AS((void)parse_wire_format("jpegx"), doctest::Contains("expected raw, jpeg"), ArgumentError);
   CHECK_THROWS_WITH_AS((void)parse_wire_format("jpeg:0"), doctest::Contains("1 to 100, not '0'"), ArgumentError);
   CHECK_THROWS_WITH_AS((void)parse_wire_format("jpeg:95x"), doctest::Contains("not '95x'"), ArgumentError);
   CHECK_THROWS_WITH_AS((void)parse_wire_format("jpeg:90,422"), doctest::Contains("444 or 420, not '422'"),
@@ -159,7 +197,7 @@ TEST_CASE("malformed compressed images are refused by name, the batch kept") {
     std::memcpy(streams.data() + off[2] - cut, batch[0].data() + off[2], static_cast<std::size_t>(off[3] - off[2]));
     const std::vector<std::int32_t> shorter{0, off[1], off[2] - cut, off[3] - cut};
     batch[0] = streams;
-    batch[1] = Tensor::from_values<std::int32_t>({4}, shorter, "jpegoff");
+    batch[1] = Tensor::from_values<std::int32_t>({4}, shorter, "imgoff");
     check_refused(batch, "image 1: ");
   }
   SUBCASE("bytes that are not a JPEG") {
@@ -195,10 +233,10 @@ TEST_CASE("malformed compressed images are refused by name, the batch kept") {
   }
   SUBCASE("tensors of the wrong types") {
     TensorList batch = compressed_batch();
-    batch[2] = Tensor::from_values<std::int64_t>({4}, std::vector<std::int64_t>{3, 16, 16, 3}, "jpegshp");
+    batch[2] = Tensor::from_values<std::int64_t>({4}, std::vector<std::int64_t>{3, 16, 16, 3}, "imgshape");
     check_refused(batch, "the shape is not four int32");
     batch = compressed_batch();
-    batch[1] = Tensor::from_values<std::int64_t>({4}, std::vector<std::int64_t>{0, 1, 2, 3}, "jpegoff");
+    batch[1] = Tensor::from_values<std::int64_t>({4}, std::vector<std::int64_t>{0, 1, 2, 3}, "imgoff");
     check_refused(batch, "the offsets are not an int32 vector");
   }
 }

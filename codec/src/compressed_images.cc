@@ -9,6 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include <zstd.h>
+
 #include "jpeg/jpeg_encoder.h"
 #include "jpeg/libjpeg_errors.h"
 #include "parallel_chunks.h"
@@ -24,6 +26,7 @@ constexpr std::int64_t kMaxSide = 65535;  // JPEG's largest dimension
 struct ImageGeometry {
   std::int64_t n = 0, h = 0, w = 0;
   bool planar = false;
+  bool zstd = false;  // the streams' codec: zstd, else JPEG
   [[nodiscard]] std::size_t image_bytes() const { return static_cast<std::size_t>(h * w * 3); }
 };
 
@@ -57,6 +60,67 @@ const std::uint8_t* interleaved(const Tensor& images, const ImageGeometry& g, st
     for (std::size_t c = 0; c < 3; ++c) scratch[p * 3 + c] = base[c * plane + p];
   }
   return scratch.data();
+}
+
+// --- the lossless codec: zstd of left-predicted bytes ---------------------------------
+
+// What a pixel's byte is predicted from: the same channel of the pixel to
+// its left, or above for the first column (0 for the first pixel). Photos'
+// neighbours are close, so the differences are small numbers zstd packs.
+void predict_left(const std::uint8_t* rgb, std::uint8_t* out, std::size_t h, std::size_t w) {
+  const std::size_t row = w * 3;
+  for (std::size_t y = 0; y < h; ++y) {
+    const std::uint8_t* p = rgb + y * row;
+    std::uint8_t* d = out + y * row;
+    for (std::size_t c = 0; c < 3; ++c) d[c] = static_cast<std::uint8_t>(p[c] - (y > 0 ? p[c - row] : 0));
+    for (std::size_t i = 3; i < row; ++i) d[i] = static_cast<std::uint8_t>(p[i] - p[i - 3]);
+  }
+}
+
+// predict_left undone, in place.
+void unpredict_left(std::uint8_t* rgb, std::size_t h, std::size_t w) {
+  const std::size_t row = w * 3;
+  for (std::size_t y = 0; y < h; ++y) {
+    std::uint8_t* p = rgb + y * row;
+    for (std::size_t c = 0; c < 3; ++c) p[c] = static_cast<std::uint8_t>(p[c] + (y > 0 ? p[c - row] : 0));
+    for (std::size_t i = 3; i < row; ++i) p[i] = static_cast<std::uint8_t>(p[i] + p[i - 3]);
+  }
+}
+
+ByteBuffer encode_zstd(const std::uint8_t* rgb, const ImageGeometry& g, int level, std::vector<std::uint8_t>& scratch) {
+  const std::size_t bytes = g.image_bytes();
+  scratch.resize(bytes);
+  predict_left(rgb, scratch.data(), static_cast<std::size_t>(g.h), static_cast<std::size_t>(g.w));
+  ByteBuffer out(ZSTD_compressBound(bytes));
+  const std::size_t size = ZSTD_compress(out.data(), out.size(), scratch.data(), bytes, level);
+  if (ZSTD_isError(size)) throw Error(std::string("zstd compression: ") + ZSTD_getErrorName(size));
+  out.resize(size);
+  return out;
+}
+
+// Decodes one zstd stream into image_bytes at dst; the reason it cannot otherwise.
+std::optional<std::string> decode_zstd(const std::uint8_t* data, std::size_t size, const ImageGeometry& g,
+                                       std::uint8_t* dst) {
+  const std::size_t bytes = g.image_bytes();
+  const unsigned long long declared = ZSTD_getFrameContentSize(data, size);
+  if (declared == ZSTD_CONTENTSIZE_ERROR) return "not a zstd frame";
+  if (declared != bytes) {
+    return declared == ZSTD_CONTENTSIZE_UNKNOWN ? "a zstd frame of unstated size"
+                                                : "a zstd frame of " + std::to_string(declared) +
+                                                      " bytes where the batch declares " + std::to_string(bytes);
+  }
+  const std::size_t got = ZSTD_decompress(dst, bytes, data, size);
+  if (ZSTD_isError(got)) return std::string("zstd: ") + ZSTD_getErrorName(got);
+  if (got != bytes) return "a zstd frame of " + std::to_string(got) + " bytes";
+  unpredict_left(dst, static_cast<std::size_t>(g.h), static_cast<std::size_t>(g.w));
+  return std::nullopt;
+}
+
+void scatter_image(const std::uint8_t* hwc, const ImageGeometry& g, std::uint8_t* chw) {
+  const std::size_t plane = static_cast<std::size_t>(g.h * g.w);
+  for (std::size_t p = 0; p < plane; ++p) {
+    for (std::size_t c = 0; c < 3; ++c) chw[c * plane + p] = hwc[p * 3 + c];
+  }
 }
 
 // --- decoding -------------------------------------------------------------------------
@@ -138,7 +202,8 @@ ImageGeometry declared_geometry(const Tensor& streams, const Tensor& offsets, co
   if (shape.dtype() != DType::kInt32 || shape.shape() != Shape{4}) malformed("the shape is not four int32", 0);
   const auto s = shape.values<const std::int32_t>();
   ImageGeometry g;
-  g.planar = streams.info() == kJpegPlanarStreamsInfo;
+  g.planar = streams.info() == kJpegPlanarStreamsInfo || streams.info() == kZstdPlanarStreamsInfo;
+  g.zstd = streams.info() == kZstdStreamsInfo || streams.info() == kZstdPlanarStreamsInfo;
   g.n = s[0];
   g.h = g.planar ? s[2] : s[1];
   g.w = g.planar ? s[3] : s[2];
@@ -168,6 +233,34 @@ ImageGeometry declared_geometry(const Tensor& streams, const Tensor& offsets, co
   return g;
 }
 
+void decode_jpeg_chunk(const ImageGeometry& g, const std::uint8_t* bytes, std::span<const std::int32_t> off,
+                       std::uint8_t* out, std::size_t begin, std::size_t end) {
+  auto d = std::make_unique<Decompressor>();
+  std::vector<std::uint8_t> row(static_cast<std::size_t>(g.w) * 3);
+  for (std::size_t i = begin; i < end; ++i) {
+    std::uint8_t* dst = out + i * g.image_bytes();
+    const DecodeTarget target{&g, g.planar ? nullptr : dst, g.planar ? dst : nullptr, row.data()};
+    char why[160] = "";
+    const auto size = static_cast<std::size_t>(off[i + 1] - off[i]);
+    if (!decode_protected(d.get(), bytes + off[i], size, &target, &why)) {
+      const std::string reason = why[0] != '\0' ? why : d->err.message;
+      malformed("image " + std::to_string(i) + ": " + reason, static_cast<std::uint64_t>(off[i]));
+    }
+  }
+}
+
+void decode_zstd_chunk(const ImageGeometry& g, const std::uint8_t* bytes, std::span<const std::int32_t> off,
+                       std::uint8_t* out, std::size_t begin, std::size_t end) {
+  std::vector<std::uint8_t> scratch(g.planar ? g.image_bytes() : 0);
+  for (std::size_t i = begin; i < end; ++i) {
+    std::uint8_t* dst = out + i * g.image_bytes();
+    const auto size = static_cast<std::size_t>(off[i + 1] - off[i]);
+    const auto why = decode_zstd(bytes + off[i], size, g, g.planar ? scratch.data() : dst);
+    if (why) malformed("image " + std::to_string(i) + ": " + *why, static_cast<std::uint64_t>(off[i]));
+    if (g.planar) scatter_image(scratch.data(), g, dst);
+  }
+}
+
 Tensor decode_triple(const Tensor& streams, const Tensor& offsets, const Tensor& shape,
                      const DecompressLimits& limits, int threads) {
   const ImageGeometry g = declared_geometry(streams, offsets, shape, limits);
@@ -176,52 +269,48 @@ Tensor decode_triple(const Tensor& streams, const Tensor& offsets, const Tensor&
   const auto off = offsets.values<const std::int32_t>();
   const auto* bytes = reinterpret_cast<const std::uint8_t*>(streams.data());
   auto* out = reinterpret_cast<std::uint8_t*>(images.data());
+  auto decode_chunk = g.zstd ? decode_zstd_chunk : decode_jpeg_chunk;
   run_in_chunks(static_cast<std::size_t>(g.n), threads, [&](std::size_t begin, std::size_t end) {
-    auto d = std::make_unique<Decompressor>();
-    std::vector<std::uint8_t> row(static_cast<std::size_t>(g.w) * 3);
-    for (std::size_t i = begin; i < end; ++i) {
-      std::uint8_t* dst = out + i * g.image_bytes();
-      const DecodeTarget target{&g, g.planar ? nullptr : dst, g.planar ? dst : nullptr, row.data()};
-      char why[160] = "";
-      const auto size = static_cast<std::size_t>(off[i + 1] - off[i]);
-      if (!decode_protected(d.get(), bytes + off[i], size, &target, &why)) {
-        const std::string reason = why[0] != '\0' ? why : d->err.message;
-        malformed("image " + std::to_string(i) + ": " + reason, static_cast<std::uint64_t>(off[i]));
-      }
-    }
+    decode_chunk(g, bytes, off, out, begin, end);
   });
   return images;
 }
 
-int parse_quality(std::string_view text, std::string_view whole) {
-  int quality = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), quality);
-  if (ec != std::errc() || end != text.data() + text.size() || quality < 1 || quality > 100) {
-    throw ArgumentError("--wire " + std::string(whole) + ": the JPEG quality must be 1 to 100, not '" +
-                        std::string(text) + "'");
+int parse_number(std::string_view text, std::string_view whole, const char* what, int low, int high) {
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < low || value > high) {
+    throw ArgumentError("--wire " + std::string(whole) + ": " + what + " must be " + std::to_string(low) + " to " +
+                        std::to_string(high) + ", not '" + std::string(text) + "'");
   }
-  return quality;
+  return value;
 }
 
 }  // namespace
 
 std::string WireFormat::describe() const {
   if (kind == Kind::kRaw) return "raw";
+  if (kind == Kind::kZstd) return "zstd:" + std::to_string(zstd_level);
   return "jpeg:" + std::to_string(quality) + (chroma_420 ? ",420" : ",444");
 }
 
 WireFormat parse_wire_format(std::string_view text) {
   WireFormat f;
   if (text == "raw") return f;
+  if (text == "zstd" || text.substr(0, 5) == "zstd:") {
+    f.kind = WireFormat::Kind::kZstd;
+    if (text.size() > 4) f.zstd_level = parse_number(text.substr(5), text, "the zstd level", 1, 19);
+    return f;
+  }
   if (text.substr(0, 4) != "jpeg" || (text.size() > 4 && text[4] != ':' && text[4] != ',')) {
-    throw ArgumentError("--wire " + std::string(text) + ": expected raw or jpeg[:QUALITY][,444|420]");
+    throw ArgumentError("--wire " + std::string(text) + ": expected raw, jpeg[:QUALITY][,444|420] or zstd[:LEVEL]");
   }
   f.kind = WireFormat::Kind::kJpeg;
   std::string_view rest = text.substr(4);
   if (!rest.empty() && rest[0] == ':') {
     const std::size_t comma = rest.find(',');
-    f.quality = parse_quality(rest.substr(1, comma == std::string_view::npos ? std::string_view::npos : comma - 1),
-                              text);
+    f.quality = parse_number(rest.substr(1, comma == std::string_view::npos ? std::string_view::npos : comma - 1),
+                             text, "the JPEG quality", 1, 100);
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma);
   }
   if (rest == ",420") {
@@ -234,15 +323,17 @@ WireFormat parse_wire_format(std::string_view text) {
 }
 
 TensorList compress_images(const Tensor& images, const WireFormat& format, int threads) {
-  if (format.kind != WireFormat::Kind::kJpeg) throw ArgumentError("compress_images: the wire format is not JPEG");
-  const ImageGeometry g = images_geometry(images);
+  if (format.kind == WireFormat::Kind::kRaw) throw ArgumentError("compress_images: the raw format compresses nothing");
+  ImageGeometry g = images_geometry(images);
+  g.zstd = format.kind == WireFormat::Kind::kZstd;
   const jpeg::JpegEncoding encoding{.quality = format.quality, .chroma_444 = !format.chroma_420};
   std::vector<ByteBuffer> encoded(static_cast<std::size_t>(g.n));
   run_in_chunks(encoded.size(), threads, [&](std::size_t begin, std::size_t end) {
-    std::vector<std::uint8_t> scratch;
+    std::vector<std::uint8_t> gathered, predicted;
     for (std::size_t i = begin; i < end; ++i) {
-      const std::uint8_t* rgb = interleaved(images, g, static_cast<std::int64_t>(i), scratch);
-      encoded[i] = jpeg::encode_jpeg(rgb, static_cast<int>(g.w), static_cast<int>(g.h), encoding);
+      const std::uint8_t* rgb = interleaved(images, g, static_cast<std::int64_t>(i), gathered);
+      encoded[i] = g.zstd ? encode_zstd(rgb, g, format.zstd_level, predicted)
+                          : jpeg::encode_jpeg(rgb, static_cast<int>(g.w), static_cast<int>(g.h), encoding);
     }
   });
   std::vector<std::int64_t> offsets(encoded.size() + 1, 0);
@@ -252,8 +343,9 @@ TensorList compress_images(const Tensor& images, const WireFormat& format, int t
   if (offsets.back() > std::numeric_limits<std::int32_t>::max()) {
     throw ArgumentError("compressed images: the batch's streams are over 2 GiB");
   }
-  Tensor streams = Tensor::allocate(DType::kUInt8, {offsets.back()},
-                                    g.planar ? kJpegPlanarStreamsInfo : kJpegStreamsInfo);
+  const std::string_view info = g.zstd ? (g.planar ? kZstdPlanarStreamsInfo : kZstdStreamsInfo)
+                                       : (g.planar ? kJpegPlanarStreamsInfo : kJpegStreamsInfo);
+  Tensor streams = Tensor::allocate(DType::kUInt8, {offsets.back()}, info);
   for (std::size_t i = 0; i < encoded.size(); ++i) {
     if (!encoded[i].empty()) std::memcpy(streams.data() + offsets[i], encoded[i].data(), encoded[i].size());
   }
@@ -263,15 +355,17 @@ TensorList compress_images(const Tensor& images, const WireFormat& format, int t
   const std::vector<std::int32_t> shape32(s.begin(), s.end());
   return {std::move(streams),
           Tensor::from_values<std::int32_t>({static_cast<std::int64_t>(offsets32.size())}, offsets32,
-                                            kJpegOffsetsInfo),
-          Tensor::from_values<std::int32_t>({4}, shape32, kJpegShapeInfo)};
+                                            kImageOffsetsInfo),
+          Tensor::from_values<std::int32_t>({4}, shape32, kImageShapeInfo)};
 }
 
 bool holds_compressed_images(std::span<const Tensor> batch, std::size_t index) noexcept {
   if (index + 2 >= batch.size()) return false;
   const std::string_view info = batch[index].info();
-  return (info == kJpegStreamsInfo || info == kJpegPlanarStreamsInfo) && batch[index + 1].info() == kJpegOffsetsInfo &&
-         batch[index + 2].info() == kJpegShapeInfo;
+  const bool streams = info == kJpegStreamsInfo || info == kJpegPlanarStreamsInfo || info == kZstdStreamsInfo ||
+                       info == kZstdPlanarStreamsInfo;
+  return streams && batch[index + 1].info() == kImageOffsetsInfo &&
+         batch[index + 2].info() == kImageShapeInfo;
 }
 
 std::optional<std::uint64_t> compressed_image_count(std::span<const Tensor> batch) noexcept {

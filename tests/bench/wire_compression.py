@@ -12,11 +12,15 @@
   fidelity          PSNR of the received images against the raw wire's
                     for the same samples (seeded servers make the same crops)
 
+  lossless          the same for --wire zstd (bit-exact): its bytes,
+                    server rate and decoding rate
+
 Targets: bytes <= 1/5 of raw; server >= 0.75 x raw; receiver >= 2,500
 images/s a core; PSNR mean >= 40 dB. The machine is shared and noisy:
 compare figures of one run only.
 
     tests/bench/wire_compression.py --shards 'DIR/photos-{000000..000003}.tar' [--build build] [--wire jpeg:95,444]
+        [--lossless zstd:1]
 """
 import argparse
 import json
@@ -89,6 +93,7 @@ def main():
     p.add_argument("--shards", required=True, help="brace pattern of photo shards")
     p.add_argument("--build", default="build")
     p.add_argument("--wire", default="jpeg:95,444")
+    p.add_argument("--lossless", default="zstd:1")
     p.add_argument("--images", type=int, default=1280, help="images a server measurement takes")
     args = p.parse_args()
     paths = throughput.shard_paths(args.shards)
@@ -102,8 +107,11 @@ def main():
     # The receiver: two workers on core 0 feed it; it decodes on core 1.
     decoding = consume(args.build, pattern, batches, args.wire, 1, server_cpus="0", workers=2)
     decode_rate = decoding["samples"] / decoding["cpu_seconds"]
-    fidelity = psnr_per_image(received_images(args.build, pattern, args.wire, 4),
-                              received_images(args.build, pattern, "raw", 4))
+    raw_images = received_images(args.build, pattern, "raw", 4)
+    fidelity = psnr_per_image(received_images(args.build, pattern, args.wire, 4), raw_images)
+    lossless = consume(args.build, pattern, batches, args.lossless, 0)
+    lossless_decoding = consume(args.build, pattern, batches, args.lossless, 1, server_cpus="0", workers=2)
+    exact = np.array_equal(received_images(args.build, pattern, args.lossless, 4), raw_images)
 
     print(f"photos: {len(paths)} shards, 224 crops, batches of {BATCH}, --wire {args.wire}")
     print(f"bytes an image        raw {raw_bytes:,.0f}  jpeg {jpeg_bytes:,.0f}  "
@@ -114,8 +122,13 @@ def main():
     print(f"receiver decode       {decode_rate:.0f} images per CPU second (goal >= 2500)")
     print(f"fidelity              PSNR mean {fidelity.mean():.2f} dB, min {fidelity.min():.2f} dB over "
           f"{len(fidelity)} images (goal mean >= 40)")
+    lossless_bytes = lossless["bytes"] / lossless["samples"]
+    print(f"lossless {args.lossless:<12} {lossless_bytes:,.0f} bytes an image ({raw_bytes / lossless_bytes:.2f} x "
+          f"smaller), server {lossless['samples_per_s']:.0f} images/s ({lossless['samples_per_s'] / raw_rate:.2f} x "
+          f"raw), receiver {lossless_decoding['samples'] / lossless_decoding['cpu_seconds']:.0f} images per CPU "
+          f"second, {'bit-exact' if exact else 'NOT bit-exact'}")
     print(f"link arithmetic       at 25 Gbit/s: raw {25e9 / 8 / raw_bytes:,.0f} images/s, "
-          f"jpeg {25e9 / 8 / jpeg_bytes:,.0f} images/s")
+          f"jpeg {25e9 / 8 / jpeg_bytes:,.0f} images/s, lossless {25e9 / 8 / lossless_bytes:,.0f} images/s")
 
 
 if __name__ == "__main__":

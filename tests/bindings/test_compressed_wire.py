@@ -24,7 +24,7 @@ def streams_of(images, planar=False, quality=95):
     offsets = np.cumsum([0] + [len(e) for e in encoded]).astype(np.int32)
     shape = images.shape if not planar else (len(images), 3) + images.shape[1:3]
     arrays = [np.frombuffer(b"".join(encoded), np.uint8), offsets, np.array(shape, np.int32)]
-    return arrays, ["jpegchw" if planar else "jpeg", "jpegoff", "jpegshp"]
+    return arrays, ["jpegchw" if planar else "jpeg", "imgoff", "imgshape"]
 
 
 def pillow_pixels(arrays):
@@ -144,4 +144,40 @@ def test_tenbin_record_keeps_the_streams(ipc_dir, tmp_path):
         sender.close()
     assert recorder.returncode == 0 and "2 batches, 6 samples" in err, err
     info = subprocess.run([tenbin, "info", str(out)], capture_output=True, text=True, check=True).stdout
-    assert [line.split("\t")[4] for line in info.splitlines()] == ["jpeg", "jpegoff", "jpegshp"] * 2, info
+    assert [line.split("\t")[4] for line in info.splitlines()] == ["jpeg", "imgoff", "imgshape"] * 2, info
+
+
+def test_a_server_on_the_lossless_wire_sends_the_raw_wires_pixels(ipc_dir, tmp_path):
+    """serve-imagenet-shards --wire zstd and --wire raw, seeded alike: the
+    Connection gives back the same images, bit for bit, in both layouts."""
+    import os
+    import subprocess
+    import tarfile
+    exe = os.path.join(os.environ.get("TENSORCOM_BUILD_DIR", ""), "servers", "serve-imagenet-shards")
+    if not os.access(exe, os.X_OK):
+        pytest.skip(f"{exe} is not built")
+    shard = tmp_path / "photos.tar"
+    with tarfile.open(shard, "w", format=tarfile.USTAR_FORMAT) as tar:
+        for i, picture in enumerate(images(n=12, h=60, w=80, seed=4)):
+            buf = io.BytesIO()
+            Image.fromarray(picture).save(buf, "JPEG", quality=90)
+            for ext, data in (("jpg", buf.getvalue()), ("cls", b"1")):
+                info = tarfile.TarInfo(f"p{i:03d}.{ext}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    for layout in ("BHWC", "BCHW"):
+        received = {}
+        for wire in ("raw", "zstd"):
+            url = f"ipc://{ipc_dir}/{wire}-{layout}"
+            server = subprocess.Popen([exe, "-u", str(shard), "-b", "4", "-w", "2", "--epochs", "1", "-r", "0",
+                                       "--size", "48", "--seed", "3", "--shuffle", "0", "--layout", layout,
+                                       "--wire", wire, "zpush+" + url], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+            c = tensorcom.Connection("zpull+" + url, timeout=30)
+            try:
+                received[wire] = np.concatenate([c.recv()[0] for _ in range(3)])
+            finally:
+                c.close()
+                server.wait(timeout=30)
+        assert received["raw"].shape == ((12, 48, 48, 3) if layout == "BHWC" else (12, 3, 48, 48))
+        assert np.array_equal(received["raw"], received["zstd"]), layout

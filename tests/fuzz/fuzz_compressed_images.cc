@@ -30,8 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size > 0) std::memcpy(streams.data(), data, size);
   const std::vector<std::int32_t> shape{static_cast<std::int32_t>(n), static_cast<std::int32_t>(h),
                                         static_cast<std::int32_t>(w), 3};
-  TensorList batch{streams, Tensor::from_values<std::int32_t>({n + 1}, offsets, kJpegOffsetsInfo),
-                   Tensor::from_values<std::int32_t>({4}, shape, kJpegShapeInfo)};
+  TensorList batch{streams, Tensor::from_values<std::int32_t>({n + 1}, offsets, kImageOffsetsInfo),
+                   Tensor::from_values<std::int32_t>({4}, shape, kImageShapeInfo)};
   try {
     decompress_images(batch, {.max_bytes = 1 << 20}, 2);
     // Decoded: exactly the declared images.

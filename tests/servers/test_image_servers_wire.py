@@ -50,7 +50,7 @@ def test_jpeg_wire_sends_standard_jpegs_of_the_raw_pixels(clean_data, rundir, la
     planar = layout == "BCHW"
     raw_bytes = jpeg_bytes = 0
     for plain, batch, infos in zip(raw.batches, jpeg.batches, jpeg.infos):
-        assert infos[:4] == ["jpegchw" if planar else "jpeg", "jpegoff", "jpegshp", ""], infos
+        assert infos[:4] == ["jpegchw" if planar else "jpeg", "imgoff", "imgshape", ""], infos
         streams, offsets, shape, labels = batch
         assert streams.dtype == np.uint8 and offsets.dtype == np.int32 and shape.dtype == np.int32
         assert tuple(shape) == plain[0].shape and np.array_equal(labels, plain[1])
@@ -80,7 +80,7 @@ def test_mixed_batches_are_compressed_after_mixing(clean_data, rundir):
     jpeg = run(common(paths, *mixing, "--wire", "jpeg"), rundir)
     assert raw.rc == jpeg.rc == 0, jpeg.err
     for plain, batch, infos in zip(raw.batches, jpeg.batches, jpeg.infos):
-        assert infos == ["jpeg", "jpegoff", "jpegshp", "", "mix", "meta"], infos
+        assert infos == ["jpeg", "imgoff", "imgshape", "", "mix", "meta"], infos
         assert np.array_equal(batch[4], plain[2])  # the same draws
         decoded = pillow_decoded(batch[0], batch[1], batch[2], False)
         assert psnr(decoded, plain[0]) >= 40
@@ -88,7 +88,8 @@ def test_mixed_batches_are_compressed_after_mixing(clean_data, rundir):
 
 @pytest.mark.parametrize("extra, message", [
     (("--wire", "jpeg", "--dtype", "float16"), "--wire jpeg compresses uint8 images: not with --dtype float16"),
-    (("--wire", "png"), "--wire png: expected raw or jpeg[:QUALITY][,444|420]"),
+    (("--wire", "png"), "--wire png: expected raw, jpeg[:QUALITY][,444|420] or zstd[:LEVEL]"),
+    (("--wire", "zstd:0"), "the zstd level must be 1 to 19, not '0'"),
     (("--wire", "jpeg:101"), "the JPEG quality must be 1 to 100, not '101'"),
     (("--wire", "jpeg:90,422"), "the chroma must be 444 or 420, not '422'"),
 ])
