@@ -167,8 +167,8 @@ bool decode_protected(Decompressor* d, const std::uint8_t* data, std::size_t siz
   }
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
-  if (cinfo.image_width != static_cast<JDIMENSION>(t->g->w) ||
-      cinfo.image_height != static_cast<JDIMENSION>(t->g->h) || cinfo.num_components != 3) {
+  if (cinfo.image_width != static_cast<JDIMENSION>(t->g->w) || cinfo.image_height != static_cast<JDIMENSION>(t->g->h) ||
+      cinfo.num_components != 3) {
     std::snprintf(*why, sizeof *why, "a %ux%u JPEG of %d components where the batch declares %lldx%lld RGB",
                   cinfo.image_width, cinfo.image_height, cinfo.num_components, static_cast<long long>(t->g->w),
                   static_cast<long long>(t->g->h));
@@ -261,8 +261,8 @@ void decode_zstd_chunk(const ImageGeometry& g, const std::uint8_t* bytes, std::s
   }
 }
 
-Tensor decode_triple(const Tensor& streams, const Tensor& offsets, const Tensor& shape,
-                     const DecompressLimits& limits, int threads) {
+Tensor decode_triple(const Tensor& streams, const Tensor& offsets, const Tensor& shape, const DecompressLimits& limits,
+                     int threads) {
   const ImageGeometry g = declared_geometry(streams, offsets, shape, limits);
   const auto s = shape.values<const std::int32_t>();
   Tensor images = Tensor::allocate(DType::kUInt8, Shape(s.begin(), s.end()));
@@ -270,9 +270,8 @@ Tensor decode_triple(const Tensor& streams, const Tensor& offsets, const Tensor&
   const auto* bytes = reinterpret_cast<const std::uint8_t*>(streams.data());
   auto* out = reinterpret_cast<std::uint8_t*>(images.data());
   auto decode_chunk = g.zstd ? decode_zstd_chunk : decode_jpeg_chunk;
-  run_in_chunks(static_cast<std::size_t>(g.n), threads, [&](std::size_t begin, std::size_t end) {
-    decode_chunk(g, bytes, off, out, begin, end);
-  });
+  run_in_chunks(static_cast<std::size_t>(g.n), threads,
+                [&](std::size_t begin, std::size_t end) { decode_chunk(g, bytes, off, out, begin, end); });
   return images;
 }
 
@@ -309,8 +308,8 @@ WireFormat parse_wire_format(std::string_view text) {
   std::string_view rest = text.substr(4);
   if (!rest.empty() && rest[0] == ':') {
     const std::size_t comma = rest.find(',');
-    f.quality = parse_number(rest.substr(1, comma == std::string_view::npos ? std::string_view::npos : comma - 1),
-                             text, "the JPEG quality", 1, 100);
+    f.quality = parse_number(rest.substr(1, comma == std::string_view::npos ? std::string_view::npos : comma - 1), text,
+                             "the JPEG quality", 1, 100);
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma);
   }
   if (rest == ",420") {
@@ -353,10 +352,10 @@ TensorList compress_images(const Tensor& images, const WireFormat& format, int t
   const std::vector<std::int32_t> offsets32(offsets.begin(), offsets.end());
   const Shape& s = images.shape();
   const std::vector<std::int32_t> shape32(s.begin(), s.end());
-  return {std::move(streams),
-          Tensor::from_values<std::int32_t>({static_cast<std::int64_t>(offsets32.size())}, offsets32,
-                                            kImageOffsetsInfo),
-          Tensor::from_values<std::int32_t>({4}, shape32, kImageShapeInfo)};
+  return {
+      std::move(streams),
+      Tensor::from_values<std::int32_t>({static_cast<std::int64_t>(offsets32.size())}, offsets32, kImageOffsetsInfo),
+      Tensor::from_values<std::int32_t>({4}, shape32, kImageShapeInfo)};
 }
 
 bool holds_compressed_images(std::span<const Tensor> batch, std::size_t index) noexcept {
@@ -364,8 +363,7 @@ bool holds_compressed_images(std::span<const Tensor> batch, std::size_t index) n
   const std::string_view info = batch[index].info();
   const bool streams = info == kJpegStreamsInfo || info == kJpegPlanarStreamsInfo || info == kZstdStreamsInfo ||
                        info == kZstdPlanarStreamsInfo;
-  return streams && batch[index + 1].info() == kImageOffsetsInfo &&
-         batch[index + 2].info() == kImageShapeInfo;
+  return streams && batch[index + 1].info() == kImageOffsetsInfo && batch[index + 2].info() == kImageShapeInfo;
 }
 
 std::optional<std::uint64_t> compressed_image_count(std::span<const Tensor> batch) noexcept {
