@@ -72,7 +72,8 @@ void predict_left(const std::uint8_t* rgb, std::uint8_t* out, std::size_t h, std
   for (std::size_t y = 0; y < h; ++y) {
     const std::uint8_t* p = rgb + y * row;
     std::uint8_t* d = out + y * row;
-    for (std::size_t c = 0; c < 3; ++c) d[c] = static_cast<std::uint8_t>(p[c] - (y > 0 ? p[c - row] : 0));
+    const std::uint8_t* above = y > 0 ? p - row : nullptr;
+    for (std::size_t c = 0; c < 3; ++c) d[c] = static_cast<std::uint8_t>(p[c] - (above ? above[c] : 0));
     for (std::size_t i = 3; i < row; ++i) d[i] = static_cast<std::uint8_t>(p[i] - p[i - 3]);
   }
 }
@@ -82,7 +83,8 @@ void unpredict_left(std::uint8_t* rgb, std::size_t h, std::size_t w) {
   const std::size_t row = w * 3;
   for (std::size_t y = 0; y < h; ++y) {
     std::uint8_t* p = rgb + y * row;
-    for (std::size_t c = 0; c < 3; ++c) p[c] = static_cast<std::uint8_t>(p[c] + (y > 0 ? p[c - row] : 0));
+    const std::uint8_t* above = y > 0 ? p - row : nullptr;
+    for (std::size_t c = 0; c < 3; ++c) p[c] = static_cast<std::uint8_t>(p[c] + (above ? above[c] : 0));
     for (std::size_t i = 3; i < row; ++i) p[i] = static_cast<std::uint8_t>(p[i] + p[i - 3]);
   }
 }

@@ -1,5 +1,6 @@
 // libFuzzer target: decoding compressed images (compressed_images.h). The
-// input declares the batch (a byte each: n 1..4, height and width 1..64),
+// input declares the batch (a byte each: n 1..4 and the codec, JPEG or zstd
+// when the top bit is set; height and width 1..64),
 // then where the streams after image 0 start (n - 1 little-endian uint16,
 // taken as they are: out of order or out of range included), then the
 // streams.
@@ -16,6 +17,7 @@ using namespace tensorcom;
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 3) return 0;
   const std::int64_t n = data[0] % 4 + 1, h = data[1] % 64 + 1, w = data[2] % 64 + 1;
+  const bool zstd = (data[0] & 0x80) != 0;
   const std::size_t header = 3 + 2 * static_cast<std::size_t>(n - 1);
   if (size < header) return 0;
   std::vector<std::int32_t> offsets(static_cast<std::size_t>(n) + 1, 0);
@@ -26,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   data += header;
   size -= header;
   offsets.back() = static_cast<std::int32_t>(size);
-  Tensor streams = Tensor::allocate(DType::kUInt8, {static_cast<std::int64_t>(size)}, kJpegStreamsInfo);
+  Tensor streams = Tensor::allocate(DType::kUInt8, {static_cast<std::int64_t>(size)},
+                                    zstd ? kZstdStreamsInfo : kJpegStreamsInfo);
   if (size > 0) std::memcpy(streams.data(), data, size);
   const std::vector<std::int32_t> shape{static_cast<std::int32_t>(n), static_cast<std::int32_t>(h),
                                         static_cast<std::int32_t>(w), 3};
