@@ -28,8 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   data += header;
   size -= header;
   offsets.back() = static_cast<std::int32_t>(size);
-  Tensor streams = Tensor::allocate(DType::kUInt8, {static_cast<std::int64_t>(size)},
-                                    zstd ? kZstdStreamsInfo : kJpegStreamsInfo);
+  Tensor streams =
+      Tensor::allocate(DType::kUInt8, {static_cast<std::int64_t>(size)}, zstd ? kZstdStreamsInfo : kJpegStreamsInfo);
   if (size > 0) std::memcpy(streams.data(), data, size);
   const std::vector<std::int32_t> shape{static_cast<std::int32_t>(n), static_cast<std::int32_t>(h),
                                         static_cast<std::int32_t>(w), 3};
