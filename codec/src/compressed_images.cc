@@ -375,6 +375,10 @@ std::optional<std::uint64_t> compressed_image_count(std::span<const Tensor> batc
 }
 
 void decompress_images(TensorList& batch, const DecompressLimits& limits, int threads) {
+  // The raw wire's batches, every one a receiver takes: a look at the infos, no copy.
+  bool any = false;
+  for (std::size_t i = 0; i < batch.size() && !any; ++i) any = holds_compressed_images(batch, i);
+  if (!any) return;
   TensorList out;
   out.reserve(batch.size());
   for (std::size_t i = 0; i < batch.size(); ++i) {
